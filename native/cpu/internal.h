@@ -1,0 +1,72 @@
+/* Internal declarations shared by the CPU sources (not part of the public header). */
+#ifndef PB_INTERNAL_H
+#define PB_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../include/perfbench.h"
+
+/* ---- errors (error.c) ---- */
+int pb_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pb_clear_error(void);
+
+/* Validation helpers: each returns PB_OK or sets the error and returns its status. */
+int pb_check_exec(const pb_exec *ex, const char *kernel);
+int pb_check_dtype(int32_t dtype, const char *kernel);
+size_t pb_dtype_size(int32_t dtype);
+
+/* ---- thread pool (pool.c) ---- */
+/* fn(ctx, begin, end) runs on [begin, end) of [0, ntasks); ranges are contiguous, one per
+ * participating thread; the caller is one of them. Threads used = min(nthreads, ntasks). */
+typedef void (*pb_range_fn)(void *ctx, int64_t begin, int64_t end);
+int pb_parallel_for(int32_t nthreads, int64_t ntasks, pb_range_fn fn, void *ctx);
+/* Threads worth using for `work` units when each thread should get at least `grain` units. */
+int32_t pb_threads_for(int32_t max_threads, int64_t work, int64_t grain);
+
+/* Per-thread scratch of at least `bytes` (64-byte aligned); NULL on allocation failure. */
+void *pb_scratch(size_t bytes);
+
+/* ---- ISA dispatch (dispatch.c and the isa/ files) ---- */
+/* Index into per-dtype arrays */
+enum { PB_DT_F32 = 0, PB_DT_F16 = 1, PB_DT_BF16 = 2, PB_DT_COUNT = 3 };
+int pb_dtype_index(int32_t dtype);
+
+/* Softmax of rows [r0, r1) of a (rows, cols) matrix. */
+typedef void (*pb_softmax_ukernel)(const void *x, void *y, int64_t r0, int64_t r1, int64_t cols);
+/* Rotary embedding of head vectors [t0, t1) of the (batch, seq, heads) grid. */
+typedef void (*pb_rotary_ukernel)(const pb_rotary_embedding_args *a, int64_t t0, int64_t t1);
+typedef float (*pb_peak_ukernel)(int64_t iters, int64_t *flops);
+typedef float (*pb_read_ukernel)(const void *buf, int64_t bytes);
+
+typedef struct pb_isa {
+    const char *name;
+    int lanes; /* f32 lanes per vector */
+    int (*supported)(void);
+    pb_softmax_ukernel softmax[PB_DT_COUNT];
+    pb_rotary_ukernel rotary[PB_DT_COUNT];
+    pb_peak_ukernel peak_fma_f32;
+    pb_peak_ukernel peak_bf16_dot;
+    const char *peak_bf16_method;
+    pb_read_ukernel read_sum;
+} pb_isa;
+
+const pb_isa *pb_active_isa(void);
+
+/* Each compiled ISA file defines one of these. */
+extern const pb_isa pb_isa_portable;
+extern const pb_isa pb_isa_portable16;
+#if defined(PB_HAVE_AVX2)
+extern const pb_isa pb_isa_avx2;
+#endif
+#if defined(PB_HAVE_AVX512)
+extern const pb_isa pb_isa_avx512;
+#endif
+
+/* ---- scalar half/bfloat16 conversions (round to nearest even) ---- */
+float pb_f16_to_f32(uint16_t h);
+uint16_t pb_f32_to_f16(float f);
+float pb_bf16_to_f32(uint16_t b);
+uint16_t pb_f32_to_bf16(float f);
+
+#endif /* PB_INTERNAL_H */

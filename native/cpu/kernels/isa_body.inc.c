@@ -1,0 +1,87 @@
+/*
+ * The per-ISA kernel bodies. An isa/<name>.c file includes one vec/<name>.h (which defines
+ * PB_LANES, the type vf and the vf_* operations), defines PB_ISA and PB_ISA_SUPPORTED, then
+ * includes this file once. Each microkernel below is written once against the vf_* API and
+ * instantiated per element type, so every path shares the same logic and differs only in the
+ * vector operations. Names: pb_<dtype>_<op>__<isa>, e.g. pb_f16_softmax__avx2.
+ */
+#include <math.h>
+#include <string.h>
+
+#define PB_CAT_(a, b) a##b
+#define PB_CAT(a, b) PB_CAT_(a, b)
+#define PB_UK(dt, op) PB_CAT(PB_CAT(PB_CAT(pb_, dt), PB_CAT(_, op)), PB_CAT(__, PB_ISA))
+#define PB_ISA_FN(name) PB_CAT(PB_CAT(pb_, name), PB_CAT(__, PB_ISA))
+
+#include "vexp.inc.c"
+
+/* ---- float32 ---- */
+#define PB_DT f32
+#define T float
+#define T_IS_F32 1
+#define T_LOAD vf_load_f32
+#define T_STORE vf_store_f32
+#define T_LOAD_DUP vf_load_dup_f32
+#define T_FROM_F32(f) (f)
+#include "elementwise.inc.c"
+#include "softmax.inc.c"
+#include "rotary.inc.c"
+#undef PB_DT
+#undef T
+#undef T_IS_F32
+#undef T_LOAD
+#undef T_STORE
+#undef T_LOAD_DUP
+#undef T_FROM_F32
+
+/* ---- float16 ---- */
+#define PB_DT f16
+#define T uint16_t
+#define T_IS_F32 0
+#define T_LOAD vf_load_f16
+#define T_STORE vf_store_f16
+#define T_LOAD_DUP vf_load_dup_f16
+#define T_FROM_F32(f) pb_f32_to_f16(f)
+#include "elementwise.inc.c"
+#include "softmax.inc.c"
+#include "rotary.inc.c"
+#undef PB_DT
+#undef T
+#undef T_IS_F32
+#undef T_LOAD
+#undef T_STORE
+#undef T_LOAD_DUP
+#undef T_FROM_F32
+
+/* ---- bfloat16 ---- */
+#define PB_DT bf16
+#define T uint16_t
+#define T_IS_F32 0
+#define T_LOAD vf_load_bf16
+#define T_STORE vf_store_bf16
+#define T_LOAD_DUP vf_load_dup_bf16
+#define T_FROM_F32(f) pb_f32_to_bf16(f)
+#include "elementwise.inc.c"
+#include "softmax.inc.c"
+#include "rotary.inc.c"
+#undef PB_DT
+#undef T
+#undef T_IS_F32
+#undef T_LOAD
+#undef T_STORE
+#undef T_LOAD_DUP
+#undef T_FROM_F32
+
+#include "peaks.inc.c"
+
+const pb_isa PB_CAT(pb_isa_, PB_ISA) = {
+    .name = PB_ISA_NAME,
+    .lanes = PB_LANES,
+    .supported = PB_ISA_SUPPORTED,
+    .softmax = {PB_UK(f32, softmax), PB_UK(f16, softmax), PB_UK(bf16, softmax)},
+    .rotary = {PB_UK(f32, rotary), PB_UK(f16, rotary), PB_UK(bf16, rotary)},
+    .peak_fma_f32 = PB_ISA_FN(peak_fma_f32),
+    .peak_bf16_dot = PB_ISA_FN(peak_bf16_dot),
+    .peak_bf16_method = PB_PEAK_BF16_METHOD,
+    .read_sum = PB_ISA_FN(read_sum),
+};

@@ -1,0 +1,77 @@
+/* AVX2 + FMA + F16C: 8 f32 lanes. float16 converts in registers with F16C, bfloat16 with
+ * integer shifts (load) and round-to-nearest-even integer arithmetic (store). */
+#include <immintrin.h>
+#include <stdint.h>
+
+#define PB_LANES 8
+typedef __m256 vf;
+
+static inline vf vf_zero(void) { return _mm256_setzero_ps(); }
+static inline vf vf_set1(float a) { return _mm256_set1_ps(a); }
+static inline vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
+static inline vf vf_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf vf_fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf vf_fnmadd(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
+static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+static inline vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
+static inline float vf_hmax(vf a) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+static inline float vf_hsum(vf a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline vf vf_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vf vf_pow2i(vf n) {
+    __m256i i = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    vf r = _mm256_castsi256_ps(_mm256_slli_epi32(i, 23));
+    /* NaN lanes stay NaN */
+    return _mm256_blendv_ps(r, n, _mm256_cmp_ps(n, n, _CMP_UNORD_Q));
+}
+static inline vf vf_swap_pairs(vf a) { return _mm256_permute_ps(a, 0xB1); }
+static inline vf vf_negate_even(vf a) {
+    return _mm256_xor_ps(a, _mm256_set_ps(0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f));
+}
+
+static inline vf pb_dup4(__m128 c) { return _mm256_set_m128(_mm_unpackhi_ps(c, c), _mm_unpacklo_ps(c, c)); }
+
+static inline vf vf_load_f32(const float *p) { return _mm256_loadu_ps(p); }
+static inline void vf_store_f32(float *p, vf a) { _mm256_storeu_ps(p, a); }
+static inline vf vf_load_dup_f32(const float *p) { return pb_dup4(_mm_loadu_ps(p)); }
+
+static inline vf vf_load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline void vf_store_f16(uint16_t *p, vf a) {
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+static inline vf vf_load_dup_f16(const uint16_t *p) { return pb_dup4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p))); }
+
+static inline vf vf_load_bf16(const uint16_t *p) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+static inline void vf_store_bf16(uint16_t *p, vf a) {
+    __m256i u = _mm256_castps_si256(a);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    __m256i isnan = _mm256_cmpgt_epi32(absu, _mm256_set1_epi32(0x7f800000));
+    __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    r = _mm256_blendv_epi8(r, qnan, isnan);
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
+}
+static inline vf vf_load_dup_bf16(const uint16_t *p) {
+    __m128i w = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return pb_dup4(_mm_castsi128_ps(_mm_slli_epi32(w, 16)));
+}
+
+static inline int pb_isa_avx2_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}

@@ -1,0 +1,66 @@
+/* AVX-512 (F, BW, VL, DQ) + AVX512-BF16 + F16C: 16 f32 lanes. float16 converts in registers
+ * (vcvtph2ps / vcvtps2ph), bfloat16 stores with vcvtneps2bf16 (round to nearest even). */
+#include <immintrin.h>
+#include <stdint.h>
+
+#define PB_LANES 16
+typedef __m512 vf;
+
+static inline vf vf_zero(void) { return _mm512_setzero_ps(); }
+static inline vf vf_set1(float a) { return _mm512_set1_ps(a); }
+static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf vf_fmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vf vf_fnmadd(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }
+static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
+static inline float vf_hmax(vf a) { return _mm512_reduce_max_ps(a); }
+static inline float vf_hsum(vf a) { return _mm512_reduce_add_ps(a); }
+static inline vf vf_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vf vf_pow2i(vf n) {
+    __m512i i = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+    vf r = _mm512_castsi512_ps(_mm512_slli_epi32(i, 23));
+    __mmask16 nan = _mm512_cmp_ps_mask(n, n, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(r, nan, n);
+}
+static inline vf vf_swap_pairs(vf a) { return _mm512_permute_ps(a, 0xB1); }
+static inline vf vf_negate_even(vf a) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi64(0x80000000LL)));
+}
+
+static inline vf pb_dup8(__m256 c) {
+    const __m512i idx = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(c));
+}
+
+static inline vf vf_load_f32(const float *p) { return _mm512_loadu_ps(p); }
+static inline void vf_store_f32(float *p, vf a) { _mm512_storeu_ps(p, a); }
+static inline vf vf_load_dup_f32(const float *p) { return pb_dup8(_mm256_loadu_ps(p)); }
+
+static inline vf vf_load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static inline void vf_store_f16(uint16_t *p, vf a) {
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+static inline vf vf_load_dup_f16(const uint16_t *p) { return pb_dup8(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p))); }
+
+static inline vf vf_load_bf16(const uint16_t *p) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+static inline void vf_store_bf16(uint16_t *p, vf a) {
+    __m256bh h = _mm512_cvtneps_pbh(a);
+    _mm256_storeu_si256((__m256i *)p, (__m256i)h);
+}
+static inline vf vf_load_dup_bf16(const uint16_t *p) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return pb_dup8(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+}
+
+static inline int pb_isa_avx512_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("f16c") &&
+           __builtin_cpu_supports("fma");
+}

@@ -1,0 +1,156 @@
+/*
+ * perfbench native kernel library: the ONE public header.
+ *
+ * Calling convention (every kernel): `int pb_<op>(const void *args)` takes a pointer to that
+ * op's args struct and returns a status (PB_OK = 0). On a non-zero status nothing was written
+ * that the caller may rely on, and pb_last_error() holds a message for this thread. Kernels
+ * never abort the process on bad arguments.
+ *
+ * Every args struct starts with a pb_exec: the device and how many threads this call may use
+ * (matched to ORT's intra_op_num_threads by the harness). One native timing loop
+ * (pb_time_warm / pb_time_cold) can time any kernel by name, with no Python inside the loop.
+ *
+ * The block between PB_CDEF_BEGIN and PB_CDEF_END is read by perfbench/kernels_ffi as cffi
+ * declarations: keep it to plain typedefs, prototypes and integer #defines.
+ */
+#ifndef PERFBENCH_H
+#define PERFBENCH_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* PB_CDEF_BEGIN */
+
+#define PB_ABI_VERSION 1
+
+/* status codes */
+#define PB_OK 0
+#define PB_ERR_INVALID_ARGUMENT 1
+#define PB_ERR_UNSUPPORTED 2
+#define PB_ERR_OUT_OF_MEMORY 3
+#define PB_ERR_INTERNAL 4
+
+/* element types: the ONNX TensorProto codes */
+#define PB_DTYPE_F32 1
+#define PB_DTYPE_F16 10
+#define PB_DTYPE_BF16 16
+
+/* devices (CUDA kernels come later behind this same header) */
+#define PB_DEVICE_CPU 0
+#define PB_DEVICE_CUDA 1
+
+/* tensor layouts of attention inputs */
+#define PB_LAYOUT_BSNH 0 /* (batch, seq, heads * head_size) */
+#define PB_LAYOUT_BNSH 1 /* (batch, heads, seq, head_size) */
+
+typedef struct pb_exec {
+    int32_t device;      /* PB_DEVICE_* */
+    int32_t num_threads; /* threads this call may use, >= 1 */
+} pb_exec;
+
+typedef int (*pb_kernel_fn)(const void *args);
+
+/* ---- library ---------------------------------------------------------------------------- */
+int pb_abi_version(void);
+const char *pb_last_error(void);     /* message of this thread's last non-zero status */
+const char *pb_build_info(void);     /* compiler and flags this library was built with */
+const char *pb_isa_compiled(void);   /* comma-separated ISA paths compiled in */
+const char *pb_isa_supported(void);  /* those of them this CPU can run */
+const char *pb_isa_active(void);     /* the path kernels use now (chosen once at load) */
+int pb_isa_select(const char *name); /* force a compiled-in, supported path; "auto" = best */
+int pb_kernel_count(void);
+const char *pb_kernel_name(int index);
+pb_kernel_fn pb_kernel_lookup(const char *name); /* NULL if unknown */
+
+/* ---- thread pool ------------------------------------------------------------------------ */
+/* Workers spin for spin_us microseconds after a parallel region before sleeping (0 = sleep at
+ * once: the "spin off" policy). pb_pool_quiesce() returns once every worker sleeps. */
+int pb_pool_set_spin(int32_t spin_us);
+int pb_pool_quiesce(void);
+int32_t pb_pool_max_threads(void);
+
+/* ---- timing (CLOCK_MONOTONIC, nanoseconds) ---------------------------------------------- */
+/* warm: one timed loop of `iters` calls; *elapsed_ns = the whole loop. */
+int pb_time_warm(const char *kernel, const void *args, int64_t iters, int64_t *elapsed_ns);
+/* cold: `calls` calls, each timed alone after evicting caches by touching evict_buf (which
+ * should exceed the last-level cache) with evict_threads threads, outside the timed region. */
+int pb_time_cold(const char *kernel, const void *args, int64_t calls, void *evict_buf,
+                 int64_t evict_bytes, int32_t evict_threads, int64_t *per_call_ns);
+int pb_evict(void *buf, int64_t bytes, int32_t threads);
+int64_t pb_now_ns(void);
+int64_t pb_timer_resolution_ns(void);
+
+/* ---- kernels ---------------------------------------------------------------------------- */
+
+/* noop: the harness floor (dispatch through the same path, no work) */
+typedef struct pb_noop_args {
+    pb_exec exec;
+} pb_noop_args;
+int pb_noop(const void *args);
+
+/* Softmax over the last axis: y[r, :] = softmax(x[r, :]); x, y of `dtype`, (rows, cols). */
+typedef struct pb_softmax_args {
+    pb_exec exec;
+    int32_t dtype;
+    int64_t rows;
+    int64_t cols;
+    const void *x;
+    void *y;
+} pb_softmax_args;
+int pb_softmax(const void *args);
+
+/* com.microsoft RotaryEmbedding (rotary_embedding_dim = head_size).
+ * input/output: PB_LAYOUT_BSNH (batch, seq, num_heads*head_size) or PB_LAYOUT_BNSH
+ * (batch, num_heads, seq, head_size); position_ids int64 (batch, seq), each in [0, max_pos);
+ * cos_cache/sin_cache (max_pos, head_size/2) of `dtype`.
+ * interleaved=0: halves (x[i], x[i+H/2]) rotate together; interleaved=1: pairs (x[2i], x[2i+1]). */
+typedef struct pb_rotary_embedding_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t layout;
+    int32_t interleaved;
+    int64_t batch;
+    int64_t seq;
+    int64_t num_heads;
+    int64_t head_size;
+    int64_t max_pos;
+    const void *input;
+    const int64_t *position_ids;
+    const void *cos_cache;
+    const void *sin_cache;
+    void *output;
+} pb_rotary_embedding_args;
+int pb_rotary_embedding(const void *args);
+
+/* ---- host peak probes (perfbench peaks) ------------------------------------------------- */
+/* Each thread runs `iters` iterations of independent multiply-adds; *flops_out receives the
+ * floating-point operations one call performs (all threads), *method_out what was used. */
+typedef struct pb_peak_args {
+    pb_exec exec;
+    int64_t iters;
+    int64_t *flops_out;
+    const char **method_out;
+    float *sink; /* one float per thread, defeats dead-code elimination */
+} pb_peak_args;
+int pb_peak_fma_f32(const void *args);
+int pb_peak_bf16_dot(const void *args);
+
+/* Reads `bytes` of buf (split across threads); sink gets one float per thread. */
+typedef struct pb_read_args {
+    pb_exec exec;
+    const void *buf;
+    int64_t bytes;
+    float *sink;
+} pb_read_args;
+int pb_read_bandwidth(const void *args);
+
+/* PB_CDEF_END */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PERFBENCH_H */
