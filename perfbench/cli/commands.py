@@ -1,0 +1,335 @@
+"""perfbench commands: run, list, show, runs, peaks, selfcheck, build."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from perfbench import filters as filt
+from perfbench import suites
+from perfbench.cli import DB_HELP, cli, split_list
+from perfbench.compare import render, views
+from perfbench.errors import UsageError
+
+FORMATS = ["table", "markdown", "json", "csv"]
+
+
+def _fmt_s(s: float) -> str:
+    s = max(0.0, s)
+    if s < 90:
+        return f"{s:.0f}s"
+    if s < 5400:
+        return f"{s // 60:.0f}m{s % 60:02.0f}s"
+    return f"{s // 3600:.0f}h{(s % 3600) // 60:02.0f}m"
+
+
+class TerminalUI:
+    """Progress on stderr (a live line on a terminal, one line per cell otherwise)."""
+
+    def __init__(self, quiet: bool = False):
+        self.tty = sys.stderr.isatty()
+        self.quiet = quiet
+        self.line = ""
+        self.t0 = time.monotonic()
+        self.cur = ""
+
+    def _clear(self):
+        if self.tty and self.line:
+            sys.stderr.write("\r" + " " * min(len(self.line), 200) + "\r")
+            self.line = ""
+
+    def info(self, msg):
+        if not self.quiet:
+            self._clear()
+            click.echo(msg, err=True)
+
+    def warn(self, msg):
+        self._clear()
+        click.secho("warning: " + msg, err=True, fg="yellow")
+
+    def plan(self, n, est_s, notes):
+        self.t0 = time.monotonic()
+        self.info(f"measuring {n} cells, estimated {_fmt_s(est_s)} on this host")
+
+    def start_cell(self, i, n, cell, eta_s):
+        self.cur = f"[{i}/{n}] {100 * (i - 1) / n:3.0f}%  ETA {_fmt_s(eta_s)}  {cell.label()}"
+        if self.tty:
+            self._show(self.cur)
+        elif not self.quiet:
+            click.echo(self.cur, err=True)
+
+    def phase(self, phase):
+        if self.tty:
+            self._show(f"{self.cur}  ({phase})")
+
+    def _show(self, text):
+        text = text[:200]
+        sys.stderr.write("\r" + text + " " * max(0, len(self.line) - len(text)))
+        sys.stderr.flush()
+        self.line = text
+
+    def end_cell(self, i, n, cell, result):
+        outcome, derived = result
+        if outcome.ours_status in ("mismatch", "error", "crashed", "timeout"):
+            self._clear()
+            click.secho(f"FAIL {cell.label()}: ours {outcome.ours_status}: {outcome.ours_message}", err=True,
+                        fg="red")
+
+    def done(self):
+        self._clear()
+        self.info(f"done in {_fmt_s(time.monotonic() - self.t0)}")
+
+
+def _emit(text: str, output: str | None):
+    if output:
+        with open(output, "w") as f:
+            f.write(text)
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+
+
+def _render(doc: dict, fmt: str, output: str | None, dispatch_ns=None):
+    if fmt == "table":
+        _emit(render.table(doc, dispatch_ns, color=sys.stdout.isatty() and not output) + "\n", output)
+    elif fmt == "markdown":
+        _emit(render.markdown(doc), output)
+    elif fmt == "json":
+        _emit(render.to_json(doc), output)
+    elif fmt == "csv":
+        _emit(render.to_csv(doc), output)
+    elif fmt == "pyperf":
+        if not output:
+            raise UsageError("--format pyperf writes a file: give -o FILE.json")
+        n = render.to_pyperf(doc, output)
+        click.echo(f"wrote {output} ({n} benchmarks; try `python -m pyperf stats {output}`)", err=True)
+
+
+def _exit_code(doc: dict) -> int:
+    bad = [c for c in doc["cells"] if (c["ours"] or {}).get("status") in ("mismatch", "error", "crashed", "timeout")]
+    return 1 if bad else 0
+
+
+def _dispatch_ns(store, run) -> float | None:
+    from sqlalchemy import select
+
+    from perfbench.store import models as m
+
+    with store.session() as s:
+        p = s.scalar(select(m.Peak).where(m.Peak.host_id == run.host_id, m.Peak.kind == "ort_node_dispatch")
+                     .order_by(m.Peak.id.desc()).limit(1))
+        return p.value if p else None
+
+
+def _suite_options(f):
+    f = click.option("--filter", "filters", multiple=True, metavar="TERMS",
+                     help="Only matching cells: 'op=Softmax dtype=f16 keys=128..1024' (terms AND; repeat = OR). "
+                          "Names: op, dtype, threads, device, cache, spin, id, or any axis.")(f)
+    f = click.option("--quick", is_flag=True, help="The suite's quick subset with fewer replicates (a partial run).")(f)
+    f = click.option("--threads", multiple=True, metavar="N[,N]",
+                     help="Override the suite's thread counts (capped at this host's cores).")(f)
+    f = click.option("--dtype", "dtype", multiple=True, metavar="D[,D]",
+                     help="Override the suite's dtypes: f32, f16, bf16.")(f)
+    f = click.option("--cache", multiple=True, type=click.Choice(["warm", "cold"]),
+                     help="Cache mode: warm (repeated calls) or cold (caches evicted before each call).")(f)
+    f = click.option("--spin", multiple=True, type=click.Choice(["off", "on"]),
+                     help="Thread-pool spin policy, the same for ours and ORT (default off).")(f)
+    f = click.option("--suite", default="attention", show_default=True, metavar="NAME|FILE",
+                     help="A suite in suites/ by name, or a path to a .toml file.")(f)
+    return f
+
+
+@cli.command()
+@_suite_options
+@click.option("--max-time", type=float, metavar="SECONDS",
+              help="Stop starting new cells after this long (the run is then partial; --resume finishes it).")
+@click.option("--resume", type=int, metavar="RUN", help="Measure only the cells missing from run RUN.")
+@click.option("--replicates", type=int, metavar="N", help="Replicates per cell (default: the suite's, 8).")
+@click.option("--runner-label", metavar="LABEL", help="Recorded with the run (e.g. the CI runner's name).")
+@click.option("--db", metavar="URL", help=DB_HELP)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="How to print the final table.")
+@click.option("-o", "--output", metavar="FILE", help="Write the final table to FILE instead of stdout.")
+def run(suite, filters, quick, threads, dtype, cache, spin, max_time, resume, replicates, runner_label, db, fmt,
+        output):
+    """Measure a suite: ours vs ORT on every cell, numerics first, then timing.
+
+    Prints how many cells it will measure and an estimate, then progress (cell i/N, ETA), then
+    the table: per cell our time, ORT's, ours/ORT with its 95% CI and verdict, throughput as a
+    share of this host's measured peak, and the numerics verdict. Every finished cell is stored
+    at once; Ctrl-C marks the run interrupted and keeps them (`--resume RUN` continues).
+
+    Exit status: 0 all our cells passed; 1 any of ours mismatched, errored, crashed or timed
+    out (ORT-side failures are reported, not fatal); 2 bad input; 130/143 interrupted.
+
+    \b
+    Examples:
+      perfbench run --suite attention --quick
+      perfbench run --suite attention --filter "op=Softmax dtype=f16" --threads 1
+      perfbench run --suite attention --cache cold --filter "op=RotaryEmbedding seq=1"
+    """
+    from perfbench import runner
+    from perfbench.store import repo
+    from perfbench.store.db import Store
+
+    opts = runner.RunOptions(suite=suite, filters=list(filters), quick=quick,
+                             threads=[int(t) for t in split_list(threads) or []] or None,
+                             dtypes=split_list(dtype), cache=list(cache) or None, spin=list(spin) or None,
+                             max_time=max_time, resume=resume, db=db, replicates=replicates,
+                             runner_label=runner_label)
+    ui = TerminalUI()
+    run_id = runner.run(opts, ui)
+    store = Store(db)
+    with store.session() as s:
+        r = repo.load_run(s, run_id)
+        doc = views.document(r)
+        disp = _dispatch_ns(store, r)
+    click.echo(f"run {run_id}: {doc['run']['status']}{' (partial)' if doc['run']['partial'] else ''}, "
+               f"{len(doc['cells'])} cells stored in {store.url}", err=True)
+    _render(doc, fmt, output, disp)
+    return _exit_code(doc)
+
+
+@cli.command("list")
+@_suite_options
+def list_cmd(suite, filters, quick, threads, dtype, cache, spin):
+    """Print the cells a run would measure, without measuring."""
+    from perfbench.store.hostinfo import usable_cores
+
+    s = suites.load(suite)
+    cells, notes = s.expand(quick=quick, dtypes_=split_list(dtype),
+                            threads=[int(t) for t in split_list(threads) or []] or None,
+                            cache=list(cache) or None, spin=list(spin) or None,
+                            filters=[filt.parse(f) for f in filters], max_threads=usable_cores())
+    for c in cells:
+        click.echo(f"{c.case.case_id}  dtype={c.dtype} threads={c.threads} cache={c.cache} spin={c.spin}"
+                   + ("  [numerics only]" if c.numerics_only else ""))
+    for n in notes:
+        click.echo(n, err=True)
+    click.echo(f"{len(cells)} cells ({sum(c.numerics_only for c in cells)} numerics-only) in suite {s.name}", err=True)
+
+
+@cli.command()
+@click.argument("ref", default="latest")
+@click.option("--suite", help="Suite for `latest`-style references (default: any).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS + ["pyperf"]), default="table", show_default=True,
+              help="pyperf writes a pyperf JSON file (-o) for `python -m pyperf stats/hist/compare_to`.")
+@click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of stdout.")
+@click.option("--db", metavar="URL", help=DB_HELP)
+def show(ref, suite, fmt, output, db):
+    """Show a stored run. REF: ID, latest, latest@BRANCH or sha:PREFIX (CONTRACTS §5).
+
+    `latest` is the newest complete, non-partial run on this host class; name a partial run
+    (--quick, filtered) by its ID.
+    """
+    from perfbench.store import hostinfo, repo
+    from perfbench.store.db import Store
+
+    store = Store(db)
+    with store.session() as s:
+        hc_id = None
+        if not ref.strip().isdigit():
+            from sqlalchemy import select
+
+            from perfbench.store import models as m
+
+            hc = s.scalar(select(m.HostClass).where(m.HostClass.key == hostinfo.host_facts().class_key))
+            hc_id = hc.id if hc else -1
+        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=hc_id)
+        r = repo.load_run(s, rid)
+        doc = views.document(r)
+        disp = _dispatch_ns(store, r)
+    _render(doc, fmt, output, disp)
+    return _exit_code(doc)
+
+
+@cli.command()
+@click.option("--limit", default=20, show_default=True, help="How many of the newest runs.")
+@click.option("--db", metavar="URL", help=DB_HELP)
+def runs(limit, db):
+    """List stored runs, newest first."""
+    from perfbench.store import repo
+    from perfbench.store.db import Store
+
+    store = Store(db)
+    with store.session() as s:
+        rows = repo.list_runs(s, limit)
+        if not rows:
+            click.echo("no runs yet: perfbench run --suite attention --quick", err=True)
+        for r in rows:
+            click.echo(f"{r.id:5d}  {r.started_at:%Y-%m-%d %H:%M}  {r.suite:12s} {r.status:11s}"
+                       f"{' partial' if r.partial else '        '}  {len(r.cells):4d} cells  "
+                       f"{(r.git_sha or '')[:10]:10s} {r.branch or ''}  {r.hostname}")
+
+
+@cli.command()
+@click.option("--db", metavar="URL", help=DB_HELP)
+def peaks(db):
+    """Measure and store this host's limits: f32 FMA peak, bf16 dot peak, read bandwidth by
+    working-set size (L2, L3, DRAM), ORT's per-node dispatch. `run` does this once per host."""
+    from perfbench import runner
+    from perfbench.kernels_ffi import builder, load
+    from perfbench.store import hostinfo, repo
+    from perfbench.store.db import Store
+
+    store = Store(db)
+    facts = hostinfo.host_facts()
+    ui = TerminalUI()
+    info = builder.build(log=ui.info)
+    lib = load(info)
+    with store.session() as s:
+        host = repo.ensure_host(s, facts)
+        build = repo.ensure_build(s, info)
+        hid, bid = host.id, build.id
+    ui.info(f"host {facts.hostname}: {facts.class_key}; L2 {facts.l2_bytes}, L3 {facts.l3_bytes} bytes; "
+            f"ISA path {lib.isa_active}")
+    with runner.host_lock(ui):
+        rows = runner.ensure_peaks(store, hid, bid, lib, facts, ui, force=True)
+    click.echo(f"stored {len(rows)} peak figures for {facts.hostname}")
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def selfcheck(fmt):
+    """Check the harness: ORT's differential estimate vs plain per-call time on a large op
+    (expect within 5%), the harness floors of both sides, and ORT's per-node dispatch."""
+    from perfbench import runner
+    from perfbench.kernels_ffi import load
+    from perfbench.timing import selfcheck as sc
+
+    ui = TerminalUI()
+    lib = load(log=ui.info)
+    with runner.host_lock(ui):
+        res = sc.run_all(lib, log=ui.info)
+    if fmt == "json":
+        click.echo(json.dumps(res, indent=2))
+        return 0
+    d = res["differential"]
+    ok = abs(d["rel_diff"]) <= 0.05
+    f = res["floors"]
+    click.echo(f"differential vs plain per-call ({d['op']}, K={d['K']}): {d['differential_ns'] / 1e3:.1f} µs vs "
+               f"{d['plain_ns'] / 1e3:.1f} µs ({100 * d['rel_diff']:+.1f}%) "
+               + ("OK (within 5%)" if ok else "WARN: beyond 5%, the host may be noisy"))
+    click.echo(f"our harness floor (no-op kernel through the native loop): {f['ours_noop']['warm_ns']:.1f} ns warm, "
+               f"{f['ours_noop']['cold_ns']:.0f} ns cold")
+    click.echo(f"ORT harness floor: 1-node IOBinding run {f['ort_iobinding_1node_ns'] / 1e3:.2f} µs; "
+               f"session.run without IOBinding {f['ort_session_run_1node_ns'] / 1e3:.2f} µs")
+    click.echo(f"ORT per-node dispatch: {res['ort_node_dispatch_ns']:.0f} ns per extra node "
+               "(included in ORT's marginal cost, not in ours)")
+    return 0
+
+
+@cli.command()
+@click.option("--force", is_flag=True, help="Rebuild even if the sources did not change.")
+def build(force):
+    """Build the native library for the current sources (runs do this automatically)."""
+    from perfbench.kernels_ffi import builder, load
+
+    info = builder.build(force=force, log=lambda m: click.echo(m, err=True))
+    lib = load(info)
+    click.echo(f"{info.path}\n  build id {info.build_id}, sources {info.source_hash[:12]}, {info.compiler_version}\n"
+               f"  ISA paths compiled: {', '.join(info.isa_compiled)}; this CPU runs: {', '.join(lib.isa_supported)}; "
+               f"active: {lib.isa_active}")

@@ -1,0 +1,247 @@
+"""Rendering a run document (compare.views.document): terminal table, markdown, CSV, JSON, and
+pyperf JSON (usable with `python -m pyperf stats/hist/compare_to`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from perfbench.compare.views import short_case
+
+LEGEND = (
+    "ours/ORT < 1 means we are faster. Times are medians of per-replicate estimates (marginal cost of one "
+    "more call, harness overhead removed); the ratio is the geometric mean of per-replicate ours/ORT ratios "
+    "with its 95% t-interval on the log ratios (n replicates, each a fresh ORT session and fresh buffers). "
+    "Verdict: win = whole CI < 1, loss = whole CI > 1, undecided = otherwise, fail = our numerics or run "
+    "failed, n/a = no ratio. %peak = share of this host's measured peak for the cache level the working "
+    "set lives in (`perfbench peaks`)."
+)
+DISPATCH_NOTE = ("† ORT below 10 µs: its time includes its executor's per-node dispatch "
+                 "(≈{:.2f} µs here, `perfbench selfcheck`), which ours does not pay.")
+
+
+def fmt_ns(ns) -> str:
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return "-"
+    if abs(ns) < 1e3:
+        return f"{ns:.0f} ns"
+    if abs(ns) < 1e6:
+        return f"{ns / 1e3:.1f} µs"
+    if abs(ns) < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.2f} s"
+
+
+def fmt_ratio(c: dict) -> str:
+    if c["ratio"] is None:
+        return "-"
+    return f"{c['ratio']:.3f} [{c['ci_low']:.3f}–{c['ci_high']:.3f}]"
+
+
+def fmt_tp(c: dict, side: str = "ours") -> str:
+    s = c[side]
+    if not s or s["throughput"] is None:
+        return "-"
+    share = f" {100 * s['peak_share']:.0f}%" if s["peak_share"] is not None else ""
+    lvl = f" {c['work']['level']}" if c["work"]["level"] else ""
+    unit = "GB/s" if s["unit"] == "GB/s" else "GF/s"
+    return f"{s['throughput']:.1f} {unit}{share}{lvl}"
+
+
+def fmt_numerics(c: dict) -> str:
+    n = c["numerics"]
+    ours = c["ours"] or {}
+    if ours.get("status") == "mismatch":
+        return f"MISMATCH {n['err_ours']:.1e}>{n['tol']:.1e}"
+    if n["err_ours"] is None:
+        return ours.get("status", "-")
+    mark = "ok" if ours.get("status") != "mismatch" else "FAIL"
+    return f"{mark} {n['err_ours']:.1e}≤{n['tol']:.1e}"
+
+
+def fmt_ort_path(c: dict) -> str:
+    o = c["ort"] or {}
+    if o.get("status") in (None, "no-kernel"):
+        return o.get("status") or "-"
+    p = o.get("path") or "-"
+    if p == "substituted":
+        p = f"substituted→{o['dtype']}"
+    if o.get("status") not in ("ok",):
+        p += f" ({o['status']})"
+    return p
+
+
+def status_of(c: dict) -> str:
+    """Verdict column, with failures spelled out."""
+    v = c["verdict"]
+    ours = c["ours"] or {}
+    if v == "fail":
+        return f"FAIL:{ours.get('status')}"
+    if v == "n/a" and c["numerics_only"]:
+        return "numerics"
+    return v
+
+
+def table(doc: dict, dispatch_ns: float | None = None, color: bool = False) -> str:
+    cells = doc["cells"]
+    if not cells:
+        return "(no cells)"
+    headers = ["case", "dtype", "thr", "ours", "ORT", "ours/ORT [95% CI]", "verdict", "ours throughput",
+               "numerics err≤tol", "ORT path"]
+    rows, dagger = [], False
+    by_op: dict = {}
+    for c in cells:
+        by_op.setdefault(c["op"], []).append(c)
+    out = []
+    for op_name, cs in by_op.items():
+        rows = []
+        for c in cs:
+            ort_ns = (c["ort"] or {}).get("median_ns")
+            mark = ""
+            if ort_ns is not None and ort_ns < 1e4 and c["ratio"] is not None:
+                mark, dagger = "†", True
+            ext = "" if c["cache"] == "warm" else " cold"
+            ext += "" if c["spin"] == "off" else " spin"
+            rows.append([short_case(c["case_id"], c["op"], c["params"]) + ext, c["dtype"], str(c["threads"]),
+                         fmt_ns((c["ours"] or {}).get("median_ns")), fmt_ns(ort_ns) + mark, fmt_ratio(c),
+                         status_of(c), fmt_tp(c), fmt_numerics(c), fmt_ort_path(c)])
+        out.append(f"{op_name}")
+        out.append(_grid(headers, rows, color))
+        out.append("")
+    # summaries
+    out.append("summary (fast_1 = share of cells where ours is ok and faster; failures count against it)")
+    sh = ["op", "dtype", "thr", "cells", "fast_1", "win", "loss", "undecided", "fail", "n/a", "geomean ours/ORT"]
+    srows = []
+    for s in doc["summary"]:
+        k = s["counts"]
+        srows.append([s["op"] + ("" if s["cache"] == "warm" else " cold") + ("" if s["spin"] == "off" else " spin"),
+                      s["dtype"], str(s["threads"]), str(s["cells"]),
+                      "-" if s["fast_1"] is None else f"{100 * s['fast_1']:.0f}%",
+                      str(k["win"]), str(k["loss"]), str(k["undecided"]), str(k["fail"]), str(k["n/a"]),
+                      "-" if s["geomean_ratio"] is None else f"{s['geomean_ratio']:.3f}"])
+    out.append(_grid(sh, srows, color))
+    out.append("")
+    out.append(_wrap(LEGEND))
+    if dagger:
+        out.append(_wrap(DISPATCH_NOTE.format((dispatch_ns or 160.0) / 1e3)))
+    return "\n".join(out)
+
+
+def _wrap(text: str, width: int = 110) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def _grid(headers: list, rows: list, color: bool = False) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    for r in rows:
+        cells = [v.ljust(w) for v, w in zip(r, widths)]
+        if color:
+            for i, v in enumerate(r):
+                if v.startswith(("FAIL", "loss", "MISMATCH")):
+                    cells[i] = f"\x1b[31m{cells[i]}\x1b[0m"
+                elif v.startswith("win"):
+                    cells[i] = f"\x1b[32m{cells[i]}\x1b[0m"
+        out.append("  ".join(cells).rstrip())
+    return "\n".join(out)
+
+
+def _md_escape(s: str) -> str:
+    out = []
+    for ch in str(s):
+        if ch in "\\`*_{}[]()<>#+!|~":
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out).replace("\n", " ")
+
+
+def markdown(doc: dict) -> str:
+    r = doc["run"]
+    lines = [f"### perfbench run {r['id']}: suite `{_md_escape(r['suite'])}` ({r['status']}"
+             + (", partial" if r["partial"] else "") + ")", "",
+             f"Host class: {_md_escape(r['host_class'])} · ORT {r['ort_version']} · commit "
+             f"{(r['git_sha'] or 'unknown')[:12]}{' (dirty)' if r['dirty'] else ''}", "",
+             "| case | dtype | threads | ours | ORT | ours/ORT [95% CI] | verdict | ours throughput | numerics | ORT path |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in doc["cells"]:
+        lines.append("| " + " | ".join(_md_escape(x) for x in [
+            c["case_id"], c["dtype"], str(c["threads"]), fmt_ns((c["ours"] or {}).get("median_ns")),
+            fmt_ns((c["ort"] or {}).get("median_ns")), fmt_ratio(c), status_of(c), fmt_tp(c), fmt_numerics(c),
+            fmt_ort_path(c)]) + " |")
+    lines += ["", "| op | dtype | threads | fast_1 | win | loss | undecided | fail | n/a | geomean |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for s in doc["summary"]:
+        k = s["counts"]
+        lines.append(f"| {_md_escape(s['op'])} | {s['dtype']} | {s['threads']} | "
+                     + ("-" if s["fast_1"] is None else f"{100 * s['fast_1']:.0f}%")
+                     + f" | {k['win']} | {k['loss']} | {k['undecided']} | {k['fail']} | {k['n/a']} | "
+                     + ("-" if s["geomean_ratio"] is None else f"{s['geomean_ratio']:.3f}") + " |")
+    lines += ["", _md_escape(LEGEND)]
+    return "\n".join(lines) + "\n"
+
+
+CSV_FIELDS = ["run_id", "case_id", "op", "dtype", "threads", "device", "cache", "spin", "verdict", "ratio", "ci_low",
+              "ci_high", "n", "ours_status", "ours_median_ns", "ort_status", "ort_median_ns", "ort_dtype", "ort_path",
+              "ours_throughput", "ort_throughput", "throughput_unit", "ours_peak_share", "level", "err_ours",
+              "err_ort", "err_ours_vs_ort", "tol", "timing_hash"]
+
+
+def to_csv(doc: dict) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for c in doc["cells"]:
+        o, t = c["ours"] or {}, c["ort"] or {}
+        w.writerow({
+            "run_id": doc["run"]["id"], "case_id": c["case_id"], "op": c["op"], "dtype": c["dtype"],
+            "threads": c["threads"], "device": c["device"], "cache": c["cache"], "spin": c["spin"],
+            "verdict": c["verdict"], "ratio": c["ratio"], "ci_low": c["ci_low"], "ci_high": c["ci_high"], "n": c["n"],
+            "ours_status": o.get("status"), "ours_median_ns": o.get("median_ns"), "ort_status": t.get("status"),
+            "ort_median_ns": t.get("median_ns"), "ort_dtype": t.get("dtype"), "ort_path": t.get("path"),
+            "ours_throughput": o.get("throughput"), "ort_throughput": t.get("throughput"),
+            "throughput_unit": o.get("unit"), "ours_peak_share": o.get("peak_share"), "level": c["work"]["level"],
+            "err_ours": c["numerics"]["err_ours"], "err_ort": c["numerics"]["err_ort"],
+            "err_ours_vs_ort": c["numerics"]["err_ours_vs_ort"], "tol": c["numerics"]["tol"],
+            "timing_hash": c["timing_hash"],
+        })
+    return buf.getvalue()
+
+
+def to_json(doc: dict) -> str:
+    return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+def to_pyperf(doc: dict, path: str) -> int:
+    """Write a pyperf BenchmarkSuite to `path`: one benchmark per cell and side
+    (`<cell key>/ours`, `/ort`), one pyperf run per replicate whose values are that replicate's
+    block estimates in seconds. Returns the number of benchmarks."""
+    import pyperf
+
+    benches = []
+    r = doc["run"]
+    for c in doc["cells"]:
+        key = f"{c['case_id']}/{c['dtype']}/t{c['threads']}/{c['cache']}/spin-{c['spin']}"
+        for impl in ("ours", "ort"):
+            side = c[impl]
+            if not side or not side["replicates_ns"]:
+                continue
+            runs = []
+            for blocks in side["blocks_ns"] or [[v] for v in side["replicates_ns"]]:
+                values = [b / 1e9 for b in blocks if b is not None and b > 0]
+                if not values:
+                    continue
+                md = {"name": f"{key}/{impl}", "perfbench_run": str(r["id"]), "unit": "second",
+                      "hostname": r["host"], "perfbench_ratio_verdict": c["verdict"]}
+                runs.append(pyperf.Run(values, metadata=md, collect_metadata=False))
+            if runs:
+                benches.append(pyperf.Benchmark(runs))
+    if not benches:
+        raise ValueError("no timed cells to export")
+    pyperf.BenchmarkSuite(benches).dump(path, replace=True)
+    return len(benches)

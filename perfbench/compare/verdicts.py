@@ -1,0 +1,112 @@
+"""Verdicts (data, not rendering): per cell, on the ours/ORT ratio (CONTRACTS §2).
+
+* win       ours ok, whole 95% CI of ours/ORT below 1
+* loss      ours ok, whole CI above 1
+* undecided ours ok, otherwise
+* fail      ours mismatch / error / crashed / timeout
+* n/a       no ratio: ORT has no kernel in any dtype, or either side below resolution, or a
+            numerics-only cell
+
+fast_1 = cells with ours ok and point ratio < 1 / all cells due except n/a (failures stay in
+the denominator: breaking a cell never raises the score).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfbench import stats
+
+FAIL_STATUSES = ("mismatch", "error", "crashed", "timeout")
+VERDICTS = ("win", "loss", "undecided", "fail", "n/a")
+
+
+@dataclass
+class CellVerdict:
+    verdict: str
+    note: str = ""
+    ratio: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    n: int = 0
+    mean_log: float | None = None
+    sd_log: float | None = None
+    method: str | None = None
+
+
+def decide(ours_status: str, ort_status: str, ours_ns: list, ort_ns: list, numerics_only: bool = False,
+           ort_message: str = "") -> CellVerdict:
+    if ours_status in FAIL_STATUSES:
+        return CellVerdict("fail", f"ours {ours_status}")
+    if numerics_only:
+        return CellVerdict("n/a", "numerics-only shape")
+    if ours_status == "no-kernel":
+        # we cannot run it: that is a kernel we owe, not a pass (stays in the fast_1 denominator)
+        return CellVerdict("fail", "ours no-kernel")
+    if ort_status == "no-kernel":
+        return CellVerdict("n/a", "ORT has no kernel in any dtype")
+    if ours_status == "below-resolution" or ort_status == "below-resolution":
+        return CellVerdict("n/a", "below the timer's resolution")
+    if ort_status not in ("ok", "ort-discrepancy"):
+        return CellVerdict("n/a", f"ORT {ort_status}")
+    if len(ours_ns) < 2 or len(ours_ns) != len(ort_ns):
+        return CellVerdict("n/a", "fewer than two replicates")
+    if min(ours_ns) <= 0 or min(ort_ns) <= 0:
+        return CellVerdict("n/a", "a replicate at or below zero (below resolution)")
+    ci = stats.ratio_ci(ours_ns, ort_ns)
+    if ci.hi < 1.0:
+        v = "win"
+    elif ci.lo > 1.0:
+        v = "loss"
+    else:
+        v = "undecided"
+    note = "ORT departs from the oracle (ort-discrepancy)" if ort_status == "ort-discrepancy" else ""
+    return CellVerdict(v, note, ci.ratio, ci.lo, ci.hi, ci.n, ci.mean_log, ci.sd_log, ci.method)
+
+
+def fast_1(cells) -> float | None:
+    """cells: objects with .verdict, .ratio and an ours status (`ours_status` attribute)."""
+    due = [c for c in cells if c.verdict != "n/a"]
+    if not due:
+        return None
+    fast = [c for c in due if c.verdict != "fail" and c.ratio is not None and c.ratio < 1.0]
+    return len(fast) / len(due)
+
+
+def counts(cells) -> dict:
+    out = {v: 0 for v in VERDICTS}
+    for c in cells:
+        out[c.verdict] = out.get(c.verdict, 0) + 1
+    return out
+
+
+def geomean(ratios) -> float | None:
+    r = [x for x in ratios if x is not None and x > 0]
+    return float(np.exp(np.mean(np.log(r)))) if r else None
+
+
+# ---- throughput against this host's measured peaks ----
+
+def cache_level(working_set: float, threads: int, l2: int | None, l3: int | None) -> str:
+    """Where a working set lives: L2 if it fits the participating cores' L2 (3/4 full), L3 if
+    it fits 3/4 of the L3, else DRAM."""
+    if l2 and working_set <= 0.75 * l2 * threads:
+        return "L2"
+    if l3 and working_set <= 0.75 * l3:
+        return "L3"
+    return "DRAM"
+
+
+def pick_peak(peaks: list, kind: str, threads: int, level: str | None = None, working_set: float | None = None):
+    """The stored peak for (kind, threads[, level]); for several at one level the one whose
+    working set is nearest (log scale). Falls back to the largest thread count measured."""
+    cand = [p for p in peaks if p["kind"] == kind and (level is None or p["level"] == level)]
+    if not cand:
+        return None
+    exact = [p for p in cand if p["threads"] == threads]
+    cand = exact or [p for p in cand if p["threads"] == max(q["threads"] for q in cand)]
+    if working_set and len(cand) > 1:
+        cand.sort(key=lambda p: abs(np.log(max(p["working_set_bytes"] or 1, 1)) - np.log(max(working_set, 1))))
+    return cand[0]

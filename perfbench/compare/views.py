@@ -1,0 +1,89 @@
+"""Plain-data views of a stored run (what every renderer draws from), and per-group summaries."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from perfbench import SCHEMA_VERSION, ops
+from perfbench.compare import verdicts
+
+
+def cell_view(c) -> dict:
+    """One stored Cell as plain data (the JSON schema of `perfbench show --format json`)."""
+    ours, ort = c.side("ours"), c.side("ort")
+
+    def side(mm):
+        if mm is None:
+            return None
+        return {"status": mm.status, "message": mm.message, "dtype": mm.dtype, "path": mm.path or None,
+                "nodes": mm.detail or None, "median_ns": mm.median_ns, "replicates_ns": mm.replicates_ns, "blocks_ns": mm.blocks_ns,
+                "floor_ns": mm.floor_ns, "throughput": mm.throughput, "unit": mm.throughput_unit,
+                "peak_share": mm.peak_share}
+
+    return {
+        "case_id": c.case.case_id, "op": c.case.op, "params": c.case.params,
+        "dtype": c.dtype, "threads": c.threads, "device": c.device, "cache": c.cache, "spin": c.spin,
+        "numerics_only": c.numerics_only,
+        "verdict": c.verdict, "verdict_note": c.verdict_note,
+        "ratio": c.ratio, "ci_low": c.ratio_lo, "ci_high": c.ratio_hi, "n": c.n, "ci_method": c.ci_method,
+        "sd_log": c.sd_log,
+        "numerics": {"err_ours": c.err_ours, "err_ort": c.err_ort, "err_ours_vs_ort": c.err_ours_vs_ort,
+                     "tol": c.tol, "floor": c.floor},
+        "ours": side(ours), "ort": side(ort),
+        "work": {"flops": c.flops, "bytes": c.bytes_moved, "bound": c.bound, "level": c.level, "peak": c.peak,
+                 "peak_unit": c.peak_unit},
+        "protocol": {"K": c.K, "ours_iters": c.ours_iters, "ort_runs": c.ort_runs, "isa": c.isa, "seed": c.seed,
+                     "wall_s": c.wall_s},
+        "timing_hash": c.timing_hash, "numerics_hash": c.numerics_hash,
+    }
+
+
+def run_view(r) -> dict:
+    return {
+        "id": r.id, "suite": r.suite, "status": r.status, "partial": r.partial, "quick": r.quick,
+        "invalidated": r.invalidated, "filters": r.filters, "started_at": r.started_at.isoformat(),
+        "finished_at": r.finished_at.isoformat() if r.finished_at else None, "message": r.message,
+        "host": r.hostname, "host_class": r.host_class.key, "git_sha": r.git_sha, "branch": r.branch,
+        "dirty": r.dirty, "ort_version": r.ort_version, "protocol_version": r.protocol_version,
+        "build": {"build_id": r.build.build_id, "source_hash": r.build.source_hash, "compiler": r.build.compiler_version,
+                  "flags": r.build.flags, "isa_compiled": r.build.isa_compiled},
+        "versions": r.versions, "settings": r.settings, "tuning": r.tuning, "load_avg": r.load_avg,
+        "cells_planned": r.cells_planned,
+    }
+
+
+def summaries(cells: list[dict]) -> list[dict]:
+    """Per op x dtype x threads (x cache, spin): fast_1, verdict counts, geometric-mean ratio."""
+    groups: OrderedDict = OrderedDict()
+    for c in cells:
+        key = (c["op"], c["dtype"], c["threads"], c["cache"], c["spin"])
+        groups.setdefault(key, []).append(c)
+    out = []
+    for (op, dt, t, cache, spin), cs in groups.items():
+        objs = [_V(c["verdict"], c["ratio"]) for c in cs]
+        out.append({"op": op, "dtype": dt, "threads": t, "cache": cache, "spin": spin,
+                    "fast_1": verdicts.fast_1(objs), "counts": verdicts.counts(objs),
+                    "geomean_ratio": verdicts.geomean(c["ratio"] for c in cs if c["verdict"] != "fail"),
+                    "cells": len(cs)})
+    return out
+
+
+class _V:
+    def __init__(self, verdict, ratio):
+        self.verdict, self.ratio = verdict, ratio
+
+
+def document(run) -> dict:
+    cells = [cell_view(c) for c in sorted(run.cells, key=lambda c: c.id)]
+    return {"schema_version": SCHEMA_VERSION, "run": run_view(run), "cells": cells, "summary": summaries(cells)}
+
+
+def short_case(case_id: str, op_name: str, params: dict) -> str:
+    """The case's parameters that differ from the op's defaults (tables only; ids stay whole)."""
+    try:
+        op = ops.get(op_name)
+        defaults = {p.name: p.default for p in op.params}
+    except Exception:  # noqa: BLE001 - an op no longer registered still renders
+        defaults = {}
+    parts = [f"{k}={v}" for k, v in params.items() if defaults.get(k) != v]
+    return " ".join(parts) or case_id

@@ -1,0 +1,217 @@
+"""What an operator file declares, and the registry it joins (house rule 1: one op = one file).
+
+An op file subclasses Op and decorates it with @register. It declares its parameters (the axes a
+suite can sweep), how to make seeded inputs with planted probes, its single-node ORT graph, how
+to call our kernel, a float64 oracle, which rows the error is normalized over, its flop and byte
+counts, and its mutants (negative controls for the numerics gate). Nothing central changes when
+an op is added.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perfbench import dtypes, numerics
+from perfbench.errors import UsageError
+
+CASE_ID_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.=-")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an op: an axis a suite may sweep, with a default when not swept."""
+
+    name: str
+    kind: type  # int or str
+    default: object = None  # None = required
+    choices: tuple = ()
+    minimum: int | None = None
+    help: str = ""
+
+    def check(self, value, where: str):
+        if self.kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise UsageError(f"{where}: {self.name} must be an integer, got {value!r}")
+            if self.minimum is not None and value < self.minimum:
+                raise UsageError(f"{where}: {self.name} must be >= {self.minimum}, got {value}")
+        elif self.kind is str:
+            if not isinstance(value, str):
+                raise UsageError(f"{where}: {self.name} must be a string, got {value!r}")
+        if self.choices and value not in self.choices:
+            raise UsageError(
+                f"{where}: {self.name}={value!r} is not one of {', '.join(map(repr, self.choices))}"
+            )
+        return value
+
+
+@dataclass(frozen=True)
+class Case:
+    """One point of an op's parameter space. The id is stable: same parameters, same id."""
+
+    op: str
+    params: tuple  # ((name, value), ...) in the op's declared order
+
+    @property
+    def p(self) -> dict:
+        return dict(self.params)
+
+    @property
+    def case_id(self) -> str:
+        return self.op + "".join(f".{k}={v}" for k, v in self.params)
+
+
+@dataclass
+class Mutant:
+    """A realistic wrong answer: the oracle with one bug switched on (a negative control)."""
+
+    name: str
+    outputs: Callable  # (op, case, inputs_f64) -> dict of float64 outputs
+    applies: Callable = lambda case: True  # noqa: E731
+
+
+@dataclass
+class GraphSpec:
+    """A single ONNX node: what ORT runs."""
+
+    op_type: str
+    domain: str
+    opset: int
+    inputs: list  # [(name, "float"|"int64"|..., shape)] in node order; "float" = the cell's dtype
+    outputs: list  # [(name, shape)] float outputs of the cell's dtype
+    attrs: dict = field(default_factory=dict)
+
+
+class Op:
+    name: str = ""
+    kernel: str = ""
+    params: tuple = ()  # Param, in id order
+    bound = "memory"  # "memory" (GB/s) or "compute" (GFLOP/s)
+    # ORT dtype to compare with when ORT has no kernel in the cell's dtype (CONTRACTS §2)
+    ort_substitute = {"bf16": "f32", "f16": "f32"}
+    floors = numerics.FLOORS
+    floor_reason = ""
+    mutants: tuple = ()
+
+    # ---- parameters ----
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def param_names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    def make_case(self, values: dict, where: str = "") -> Case:
+        where = where or self.name
+        known = self.param_names()
+        for k in values:
+            if k not in known:
+                hint = difflib.get_close_matches(k, known, n=1)
+                raise UsageError(
+                    f"{where}: {self.name} has no parameter {k!r}"
+                    + (f" (did you mean {hint[0]!r}?)" if hint else f"; its parameters: {', '.join(known)}")
+                )
+        out = []
+        for p in self.params:
+            if p.name in values:
+                v = p.check(values[p.name], where)
+            elif p.default is not None:
+                v = p.default
+            else:
+                raise UsageError(f"{where}: {self.name} needs {p.name!r} ({p.help or p.kind.__name__})")
+            out.append((p.name, v))
+        case = Case(self.name, tuple(out))
+        self.validate(case, where)
+        cid = case.case_id
+        if not set(cid) <= CASE_ID_CHARS or ".." in cid:
+            raise UsageError(f"{where}: case id {cid!r} would contain characters outside [A-Za-z0-9_.=-] or '..'")
+        return case
+
+    def validate(self, case: Case, where: str) -> None:
+        """Cross-parameter checks; raise UsageError."""
+
+    # ---- definition hashes (CONTRACTS §1) ----
+    def timing_definition(self, case: Case, dtype: str, ort_dtype: str) -> str:
+        """What changes the work measured: op, shapes/attributes, input generator, ORT dtype."""
+        payload = {
+            "op": self.name,
+            "params": case.params,
+            "inputs": self.input_generator_version,
+            "dtype": dtype,
+            "ort_dtype": ort_dtype,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def numerics_definition(self) -> str:
+        payload = {"floors": self.floors, "rms_floor": numerics.RMS_FLOOR_FRACTION, "version": 1}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    input_generator_version = 1
+
+    # ---- to implement per op ----
+    def make_inputs(self, case: Case, dtype: dtypes.DType, rng: np.random.Generator) -> dict:
+        raise NotImplementedError
+
+    def graph(self, case: Case) -> GraphSpec:
+        raise NotImplementedError
+
+    def output_shapes(self, case: Case) -> dict:
+        return {name: shape for name, shape in self.graph(case).outputs}
+
+    def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int):
+        """A KernelCall writing into `outputs` (arrays of the cell's dtype)."""
+        raise NotImplementedError
+
+    def oracle(self, case: Case, inputs: dict) -> dict:
+        """float64 outputs from float64 inputs."""
+        raise NotImplementedError
+
+    def row_sizes(self, case: Case) -> dict:
+        """Per output: elements per normalization row (trailing, contiguous)."""
+        raise NotImplementedError
+
+    def flops(self, case: Case) -> float:
+        return 0.0
+
+    def bytes_moved(self, case: Case, dtype: dtypes.DType) -> float:
+        raise NotImplementedError
+
+    def floor(self, dtype: str) -> float:
+        return self.floors[dtype]
+
+
+REGISTRY: dict[str, Op] = {}
+
+
+def register(cls):
+    op = cls()
+    if not op.name or op.name in REGISTRY:
+        raise RuntimeError(f"op {cls.__name__}: empty or duplicate name {op.name!r}")
+    REGISTRY[op.name] = op
+    return cls
+
+
+def get(name: str) -> Op:
+    op = REGISTRY.get(name)
+    if op is None:
+        for k in REGISTRY:  # case-insensitive convenience
+            if k.lower() == str(name).lower():
+                return REGISTRY[k]
+        hint = difflib.get_close_matches(str(name), list(REGISTRY), n=1)
+        raise UsageError(
+            f"unknown op {name!r}" + (f" (did you mean {hint[0]!r}?)" if hint else f"; known: {', '.join(REGISTRY)}")
+        )
+    return op
+
+
+def to_f64(inputs: dict) -> dict:
+    """Float inputs upcast exactly to float64 (integers kept)."""
+    floats = {d.numpy for d in dtypes.ALL}
+    return {k: (v.astype(np.float64) if v.dtype in floats else v) for k, v in inputs.items()}

@@ -1,0 +1,135 @@
+"""ORT side of a case: single-node ONNX models (K copies for the differential estimate),
+sessions with the cell's threads and spin policy, IOBinding onto our numpy buffers, and which
+path ORT actually took (from its profile)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+from perfbench import dtypes
+from perfbench.ops.base import GraphSpec
+
+# onnx 1.23 writes IR version 14, ORT 1.31 reads at most 13; 11 covers opset 23.
+IR_VERSION = 11
+
+_INT_TYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32}
+
+
+def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1) -> bytes:
+    """`copies` identical nodes on the same inputs, every output a graph output (so ORT's
+    common-subexpression elimination cannot merge them). Output j of copy k is `<name>__k`."""
+    def elem(t):
+        return dtype.onnx if t == "float" else _INT_TYPES[t]
+
+    g_inputs = [helper.make_tensor_value_info(n, elem(t), list(shape)) for n, t, shape in spec.inputs]
+    nodes, g_outputs = [], []
+    for k in range(copies):
+        outs = [f"{n}__{k}" for n, _ in spec.outputs]
+        nodes.append(
+            helper.make_node(spec.op_type, [n for n, _, _ in spec.inputs], outs, name=f"node{k}",
+                             domain=spec.domain or None, **spec.attrs)
+        )
+        g_outputs += [helper.make_tensor_value_info(o, dtype.onnx, list(shape))
+                      for o, (_, shape) in zip(outs, spec.outputs)]
+    graph = helper.make_graph(nodes, f"{spec.op_type}_x{copies}", g_inputs, g_outputs)
+    opsets = [helper.make_opsetid("", spec.opset if not spec.domain else 21)]
+    if spec.domain:
+        opsets.append(helper.make_opsetid(spec.domain, 1))
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="perfbench")
+    model.ir_version = IR_VERSION
+    return model.SerializeToString()
+
+
+def session_options(threads: int, spin: str, profile_dir: str | None = None) -> ort.SessionOptions:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.log_severity_level = 3
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin == "on" else "0")
+    if profile_dir:
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(profile_dir, "ort")
+    return so
+
+
+def make_session(model: bytes, threads: int, spin: str, profile_dir: str | None = None) -> ort.InferenceSession:
+    return ort.InferenceSession(model, session_options(threads, spin, profile_dir), providers=["CPUExecutionProvider"])
+
+
+def is_missing_kernel(exc: Exception) -> bool:
+    text = str(exc)
+    return "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text
+
+
+class Bound:
+    """A session with inputs and every output bound through IOBinding; K outputs of one name
+    share one buffer (distinct buffers would inflate write-heavy ops)."""
+
+    def __init__(self, session: ort.InferenceSession, spec: GraphSpec, copies: int, inputs: dict, outputs: dict):
+        self.session = session
+        self.binding = session.io_binding()
+        # ORT reads and writes these buffers by address: keep them (and the OrtValues) alive
+        # as long as the binding is.
+        self.inputs = inputs
+        self.outputs = outputs
+        self._keep = []
+        for name, _, _ in spec.inputs:
+            arr = inputs[name]
+            value = ort.OrtValue.ortvalue_from_numpy(arr)
+            self._keep.append(value)
+            self.binding.bind_ortvalue_input(name, value)
+        for name, _shape in spec.outputs:
+            buf = outputs[name]
+            for k in range(copies):
+                self.binding.bind_output(f"{name}__{k}", "cpu", 0, buf.dtype, list(buf.shape), buf.ctypes.data)
+        self.run_options = ort.RunOptions()
+
+    def run(self) -> None:
+        self.session.run_with_iobinding(self.binding, self.run_options)
+
+
+def profile_path(spec: GraphSpec, dtype: dtypes.DType, threads: int, spin: str, inputs: dict,
+                 outputs: dict) -> tuple[str, list[str]]:
+    """Run once with profiling; classify what ORT executed for this node:
+    'kernel' (its own kernel), 'casts' (the op with Casts inserted around it),
+    'function' (the op expanded into an ONNX function body, e.g. f16 Softmax), and the
+    list of node op types it ran."""
+    with tempfile.TemporaryDirectory(prefix="perfbench-prof-") as d:
+        sess = make_session(build_model(spec, dtype, 1), threads, spin, profile_dir=d)
+        Bound(sess, spec, 1, inputs, outputs).run()
+        path = sess.end_profiling()
+        with open(path) as f:
+            events = json.load(f)
+    ops = sorted({e["args"]["op_name"] for e in events
+                  if e.get("cat") == "Node" and "op_name" in e.get("args", {})})
+    if spec.op_type not in ops:
+        kind = "function"
+    elif "Cast" in ops:
+        kind = "casts"
+    else:
+        kind = "kernel"
+    return kind, ops
+
+
+def count_node_runs(model: bytes, threads: int, inputs: dict, outputs: dict, spec: GraphSpec, copies: int) -> int:
+    """How many node executions of spec.op_type one run performs (for the K-copy check)."""
+    with tempfile.TemporaryDirectory(prefix="perfbench-prof-") as d:
+        sess = make_session(model, threads, "off", profile_dir=d)
+        Bound(sess, spec, copies, inputs, outputs).run()
+        with open(sess.end_profiling()) as f:
+            events = json.load(f)
+    return sum(1 for e in events if e.get("cat") == "Node" and e.get("args", {}).get("op_name") == spec.op_type
+               and e.get("name", "").endswith("_kernel_time"))
+
+
+def to_ort_dtype(arrays: dict, dtype: dtypes.DType) -> dict:
+    """Float arrays converted (exactly, when widening) to the ORT dtype; integers untouched."""
+    floats = {d.numpy for d in dtypes.ALL}
+    return {k: (np.ascontiguousarray(v.astype(dtype.numpy)) if v.dtype in floats else v) for k, v in arrays.items()}

@@ -1,0 +1,92 @@
+"""Softmax over the last axis of attention scores (batch, heads, queries, keys), opset 13."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfbench import dtypes
+from perfbench.kernels_ffi import wrappers
+from perfbench.ops.base import Case, GraphSpec, Mutant, Op, Param, register
+
+
+def _softmax64(x: np.ndarray, subtract_max: bool = True) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = x - x.max(axis=-1, keepdims=True) if subtract_max else x
+        e = np.exp(z)
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def _shape(case: Case) -> tuple:
+    p = case.p
+    return (p["batch"], p["heads"], p["queries"], p["keys"])
+
+
+def _m_no_max(op, case, x):
+    # computed in f32 like a kernel would: exp of the +100 probe row overflows to inf, inf/inf = nan
+    return {"y": _softmax64(x["x"].astype(np.float32), subtract_max=False).astype(np.float64)}
+
+
+def _m_tail(op, case, x):
+    # the last keys % 16 columns never reach the kernel (a vector loop without its tail)
+    keys = case.p["keys"]
+    cut = keys % 16 or 16
+    y = _softmax64(x["x"][..., : keys - cut])
+    return {"y": np.concatenate([y, np.zeros(x["x"].shape[:-1] + (cut,))], axis=-1)}
+
+
+def _m_zero_row(op, case, x):
+    y = _softmax64(x["x"])
+    y.reshape(-1, y.shape[-1])[-1] = 0.0
+    return {"y": y}
+
+
+@register
+class Softmax(Op):
+    name = "Softmax"
+    kernel = "softmax"
+    params = (
+        Param("batch", int, 1, minimum=1, help="batch size"),
+        Param("heads", int, None, minimum=1, help="attention heads"),
+        Param("queries", int, None, minimum=1, help="query positions (1 = decode)"),
+        Param("keys", int, None, minimum=1, help="keys per row: the softmax axis"),
+    )
+    mutants = (
+        Mutant("max-subtraction skipped", _m_no_max),
+        Mutant("tail elements ignored", _m_tail, lambda case: case.p["keys"] > 1),
+        Mutant("a row zeroed", _m_zero_row),
+    )
+
+    def graph(self, case: Case) -> GraphSpec:
+        shape = _shape(case)
+        return GraphSpec("Softmax", "", 13, [("x", "float", shape)], [("y", shape)], {"axis": -1})
+
+    def make_inputs(self, case: Case, dtype: dtypes.DType, rng: np.random.Generator) -> dict:
+        shape = _shape(case)
+        x = rng.standard_normal(shape)  # logits with std ~1 (large logits hide bugs)
+        rows = x.reshape(-1, shape[-1])
+        n, keys = rows.shape
+        # planted probes: a dominant first key, a dominant last key (a dropped tail shows), and
+        # a row shifted by +100 (exp overflows in f32 unless the max is subtracted first)
+        rows[0, 0] += 6.0
+        if n > 1:
+            rows[1, -1] += 6.0
+        rows[n // 2] += 100.0
+        if n > 2:
+            rows[-1, -1] += 6.0
+        return {"x": np.ascontiguousarray(x.astype(dtype.numpy))}
+
+    def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int):
+        return wrappers.softmax(lib, inputs["x"], outputs["y"], threads)
+
+    def oracle(self, case: Case, inputs: dict) -> dict:
+        return {"y": _softmax64(inputs["x"])}
+
+    def row_sizes(self, case: Case) -> dict:
+        return {"y": case.p["keys"]}
+
+    def flops(self, case: Case) -> float:
+        # max, subtract, exp (counted as 1), sum, scale: ~5 per element
+        return 5.0 * float(np.prod(_shape(case)))
+
+    def bytes_moved(self, case: Case, dtype: dtypes.DType) -> float:
+        return 2.0 * float(np.prod(_shape(case))) * dtype.itemsize

@@ -1,0 +1,326 @@
+"""`perfbench run`: suite -> cells -> worker -> numerics + timing -> verdicts -> store.
+
+Orchestration only; the CLI layer prints through the `ui` callbacks and exits. Every finished
+cell is committed at once, so Ctrl-C / SIGTERM (run marked `interrupted`) loses nothing
+measured, and `--resume RUN` measures only what is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import select
+
+from perfbench import PROTOCOL_VERSION, SCHEMA_VERSION, dtypes, ops, suites
+from perfbench import filters as filt
+from perfbench.compare import verdicts
+from perfbench.errors import Interrupted, UsageError
+from perfbench.kernels_ffi import builder, load
+from perfbench.store import hostinfo, repo
+from perfbench.store import models as m
+from perfbench.store.db import Store
+from perfbench.timing import peaks as peaks_mod
+from perfbench.timing import selfcheck
+from perfbench.timing.protocol import CellSpec, default_evict_bytes
+from perfbench.timing.worker import Worker
+
+
+@dataclass
+class RunOptions:
+    suite: str
+    filters: list = field(default_factory=list)  # filter strings
+    quick: bool = False
+    threads: list | None = None
+    dtypes: list | None = None
+    cache: list | None = None
+    spin: list | None = None
+    max_time: float | None = None
+    resume: int | None = None
+    db: str | None = None
+    replicates: int | None = None
+    runner_label: str | None = None
+
+
+class NullUI:
+    def info(self, msg): pass
+    def warn(self, msg): pass
+    def plan(self, n, est_s, notes): pass
+    def start_cell(self, i, n, cell, eta_s): pass
+    def phase(self, phase): pass
+    def end_cell(self, i, n, cell, row): pass
+    def done(self): pass
+
+
+def lock_path() -> Path:
+    return Path(os.environ.get("PERFBENCH_LOCK", os.path.join(tempfile.gettempdir(), "perfbench-host.lock")))
+
+
+@contextlib.contextmanager
+def host_lock(ui):
+    """One measuring run per host: two runs would time each other."""
+    path = lock_path()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+            ui.warn(f"another perfbench run holds the host lock {path} ({holder}); waiting for it to finish "
+                    "(Ctrl-C to give up)")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def signals_as_exceptions():
+    """SIGTERM (and SIGINT) become Interrupted, so `finally` blocks record what finished."""
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def ensure_peaks(store: Store, host_id: int, build_id: int, lib, facts, ui, force: bool = False) -> list[dict]:
+    with store.session() as s:
+        host = s.get(m.Host, host_id)
+        rows = repo.latest_peaks(s, host)
+    if rows and not force:
+        return rows
+    ui.info("measuring this host's peaks (once per host; `perfbench peaks` re-measures) ...")
+    threads = sorted({1, facts.cores})
+    measured = peaks_mod.measure(lib, threads, facts.l2_bytes, facts.l3_bytes, log=ui.info)
+    dispatch = selfcheck.ort_node_dispatch_ns()
+    ui.info(f"  ORT per-node dispatch: {dispatch:.0f} ns")
+    measured.append({"kind": "ort_node_dispatch", "threads": 1, "level": None, "working_set_bytes": None,
+                     "value": dispatch, "unit": "ns", "method": "Identity chain, graph optimizations off",
+                     "isa": ""})
+    with store.session() as s:
+        repo.store_peaks(s, s.get(m.Host, host_id), s.get(m.Build, build_id), measured)
+        return repo.latest_peaks(s, s.get(m.Host, host_id))
+
+
+def estimate_cell_s(op, cell, settings: dict, peaks: list, facts, history: dict) -> float:
+    """Seconds one cell will take: its last wall time on this host class, else a model."""
+    if cell.key in history:
+        return history[cell.key]
+    dt = dtypes.get(cell.dtype)
+    nbytes = op.bytes_moved(cell.case, dt)
+    level = verdicts.cache_level(nbytes, cell.threads, facts.l2_bytes, facts.l3_bytes)
+    bw = verdicts.pick_peak(peaks, "read", cell.threads, level, nbytes)
+    op_s = nbytes / (0.4 * bw["value"] * 1e9) if bw else nbytes / 5e9
+    if cell.numerics_only:
+        return 0.15 + 5 * op_s
+    reps = settings["replicates"]
+    block = settings["block_ms"] / 1000
+    if cell.cache == "cold":
+        return 0.3 + reps * settings["rounds"] * 2 * 8 * (0.004 + op_s)
+    per_round = 2 * block + 4 * op_s + max(block, 3 * op_s)
+    return 0.25 + reps * (0.04 + 3 * op_s + settings["rounds"] * per_round)
+
+
+def _history(store: Store, host_class_id: int) -> dict:
+    """Last wall time per cell key on this host class."""
+    with store.session() as s:
+        q = (select(m.Cell, m.Case.case_id).join(m.Case, m.Cell.case_pk == m.Case.id).join(m.Run)
+             .where(m.Run.host_class_id == host_class_id).order_by(m.Cell.id))
+        return {(cid, c.dtype, c.threads, c.device, c.cache, c.spin): c.wall_s for c, cid in s.execute(q)}
+
+
+def derive(op, cell, outcome, peaks: list, facts) -> dict:
+    """Verdict, throughput and share of this host's peak for one measured cell."""
+    v = verdicts.decide(outcome.ours_status, outcome.ort_status, outcome.ours_ns, outcome.ort_ns,
+                        cell.numerics_only, outcome.ort_message)
+    dt = dtypes.get(cell.dtype)
+    nbytes = op.bytes_moved(cell.case, dt)
+    flops = op.flops(cell.case)
+    level = verdicts.cache_level(nbytes, cell.threads, facts.l2_bytes, facts.l3_bytes)
+    if op.bound == "compute":
+        pk = verdicts.pick_peak(peaks, "bf16_dot" if cell.dtype == "bf16" else "fma_f32", cell.threads)
+        work, unit = flops, "GFLOP/s"
+    else:
+        pk = verdicts.pick_peak(peaks, "read", cell.threads, level, nbytes)
+        work, unit = nbytes, "GB/s"
+    sides = {}
+    for impl, ns, status in (("ours", outcome.ours_ns, outcome.ours_status),
+                             ("ort", outcome.ort_ns, outcome.ort_status)):
+        med = float(sorted(ns)[len(ns) // 2]) if ns else None
+        if ns and len(ns) % 2 == 0:
+            med = float((sorted(ns)[len(ns) // 2 - 1] + sorted(ns)[len(ns) // 2]) / 2)
+        tp = work / med if med and med > 0 and status in ("ok", "ort-discrepancy") else None
+        sides[impl] = {"median_ns": med, "throughput": tp,
+                       "share": (tp / pk["value"]) if tp and pk else None}
+    return {"verdict": v, "flops": flops, "bytes": nbytes, "level": level if op.bound == "memory" else None,
+            "peak": pk["value"] if pk else None, "peak_unit": unit, "unit": unit, "sides": sides}
+
+
+def record_cell(store: Store, run_id: int, cell, outcome, derived: dict, op, seed: int) -> None:
+    with store.session() as s:
+        ort_dtype = outcome.ort_dtype or cell.dtype
+        case = repo.ensure_case(s, cell.case.case_id, cell.case.op, dict(cell.case.params),
+                                op.timing_definition(cell.case, cell.dtype, ort_dtype))
+        v = derived["verdict"]
+        row = m.Cell(
+            run_id=run_id, case_pk=case.id, dtype=cell.dtype, threads=cell.threads, device=cell.device,
+            cache=cell.cache, spin=cell.spin, timing_hash=case.timing_hash, numerics_hash=op.numerics_definition(),
+            seed=seed, numerics_only=cell.numerics_only, err_ours=outcome.err_ours, err_ort=outcome.err_ort,
+            err_ours_vs_ort=outcome.err_ours_vs_ort, tol=outcome.tol, floor=outcome.floor, n=v.n, ratio=v.ratio,
+            ratio_lo=v.lo, ratio_hi=v.hi, mean_log=v.mean_log, sd_log=v.sd_log, ci_method=v.method,
+            verdict=v.verdict, verdict_note=v.note, flops=derived["flops"], bytes_moved=derived["bytes"],
+            bound=op.bound, level=derived["level"], peak=derived["peak"], peak_unit=derived["peak_unit"],
+            K=outcome.K, ours_iters=outcome.ours_iters, ort_runs=outcome.ort_runs, isa=outcome.isa,
+            wall_s=outcome.wall_s, measured_at=repo.now(),
+        )
+        for impl in ("ours", "ort"):
+            sd = derived["sides"][impl]
+            row.measurements.append(m.Measurement(
+                impl=impl,
+                status=getattr(outcome, f"{impl}_status"),
+                message=getattr(outcome, f"{impl}_message"),
+                dtype=cell.dtype if impl == "ours" else ort_dtype,
+                path="" if impl == "ours" else outcome.ort_path,
+                detail=[] if impl == "ours" else list(outcome.ort_ops),
+                median_ns=sd["median_ns"],
+                replicates_ns=list(getattr(outcome, f"{impl}_ns")),
+                blocks_ns=list(getattr(outcome, f"{impl}_blocks")),
+                floor_ns=getattr(outcome, f"{impl}_floor_ns"),
+                throughput=sd["throughput"], throughput_unit=derived["unit"], peak_share=sd["share"],
+            ))
+        s.add(row)
+
+
+def run(opts: RunOptions, ui=None) -> int:
+    """Measure a suite; returns the run id."""
+    ui = ui or NullUI()
+    store = Store(opts.db)
+    suite = suites.load(opts.suite)
+    flts = [filt.parse(f) for f in opts.filters]
+    facts = hostinfo.host_facts()
+    info = builder.build(log=ui.info)
+    lib = load(info)
+    git = hostinfo.git_info()
+    with store.session() as s:
+        host = repo.ensure_host(s, facts)
+        build = repo.ensure_build(s, info)
+        host_id, hc_id, build_pk = host.id, host.host_class_id, build.id
+
+    settings = dict(suite.settings)
+    if opts.quick:
+        settings["replicates"] = settings["quick_replicates"]
+    if opts.replicates:
+        if opts.replicates < 2:
+            raise UsageError("--replicates must be >= 2 (a CI needs at least two replicates)")
+        settings["replicates"] = opts.replicates
+
+    resume_done: set = set()
+    if opts.resume is not None:
+        with store.session() as s:
+            old = repo.load_run(s, opts.resume)
+            if old.suite != suite.name:
+                raise UsageError(f"run {old.id} is of suite {old.suite!r}, not {suite.name!r}")
+            if old.host_class_id != hc_id:
+                raise UsageError(f"run {old.id} was measured on another host class ({old.host_class.key})")
+            flts = [filt.parse(f) for f in old.filters]
+            opts.quick = old.quick
+            settings = dict(old.settings)
+            resume_done = {(c.case.case_id, c.dtype, c.threads, c.device, c.cache, c.spin) for c in old.cells}
+            axes = old.settings.get("axes_overrides", {})
+            opts.threads, opts.dtypes = axes.get("threads"), axes.get("dtypes")
+            opts.cache, opts.spin = axes.get("cache"), axes.get("spin")
+
+    cells, notes = suite.expand(quick=opts.quick, dtypes_=opts.dtypes, threads=opts.threads, cache=opts.cache,
+                                spin=opts.spin, filters=flts, max_threads=facts.cores)
+    if not cells:
+        raise UsageError(f"no cells match: suite {suite.name!r} with filters {[f.text for f in flts]}"
+                         " (perfbench list --suite NAME shows the cells)")
+    todo = [c for c in cells if c.key not in resume_done]
+    partial = opts.quick or bool(flts) or bool(opts.threads or opts.dtypes or opts.cache or opts.spin)
+    settings["axes_overrides"] = {"threads": opts.threads, "dtypes": opts.dtypes, "cache": opts.cache,
+                                  "spin": opts.spin}
+    settings["evict_bytes"] = default_evict_bytes()
+
+    with host_lock(ui), signals_as_exceptions():
+        peaks = ensure_peaks(store, host_id, build_pk, lib, facts, ui)
+        tuning = hostinfo.tuning_advice()
+        if tuning:
+            ui.warn("host not tuned for benchmarking (pyperf system show): " + "; ".join(tuning[:3])
+                    + ("; ..." if len(tuning) > 3 else "") + " -- `python -m pyperf system tune` fixes what it can")
+        with store.session() as s:
+            if opts.resume is not None:
+                r = s.get(m.Run, opts.resume)
+                r.status, r.finished_at = "running", None
+            else:
+                r = m.Run(suite=suite.name, suite_hash=suite.text_hash, status="running", partial=partial,
+                          quick=opts.quick, filters=[f.text for f in flts], settings=settings, host_id=host_id,
+                          host_class_id=hc_id, build_id=build_pk, ort_version=hostinfo.versions()["onnxruntime"],
+                          protocol_version=PROTOCOL_VERSION, schema_version=SCHEMA_VERSION,
+                          versions=hostinfo.versions(), git_sha=git["sha"], branch=git["branch"], dirty=git["dirty"],
+                          hostname=facts.hostname, runner_label=opts.runner_label, load_avg=hostinfo.load_average(),
+                          tuning=tuning, cells_planned=len(cells), started_at=repo.now())
+                s.add(r)
+            s.flush()
+            run_id = r.id
+        history = _history(store, hc_id)
+        est = [estimate_cell_s(ops.get(c.case.op), c, settings, peaks, facts, history) for c in todo]
+        for n in notes:
+            ui.info(n)
+        ui.plan(len(todo), sum(est), notes)
+        worker = Worker(info.to_dict())
+        status, message = "failed", ""
+        t0 = time.monotonic()
+        spent_est = 0.0
+        try:
+            for i, (cell, e) in enumerate(zip(todo, est), 1):
+                elapsed = time.monotonic() - t0
+                if opts.max_time and elapsed > opts.max_time:
+                    message = (f"stopped by --max-time {opts.max_time:g}s after {i - 1}/{len(todo)} cells; "
+                               f"`perfbench run --suite {suite.name} --resume {run_id}` measures the rest")
+                    ui.warn(message)
+                    partial = True
+                    break
+                scale = elapsed / spent_est if spent_est > 0 else 1.0
+                ui.start_cell(i, len(todo), cell, sum(est[i - 1:]) * scale)
+                op = ops.get(cell.case.op)
+                spec = CellSpec(op=op.name, params=[list(p) for p in cell.case.params], dtype=cell.dtype,
+                                threads=cell.threads, cache=cell.cache, spin=cell.spin, device=cell.device,
+                                seed=settings["seed"], replicates=settings["replicates"], rounds=settings["rounds"],
+                                block_ms=settings["block_ms"], numerics_only=cell.numerics_only,
+                                evict_bytes=settings["evict_bytes"], evict_threads=facts.cores)
+                outcome = worker.measure(spec, float(settings["timeout_s"]), on_phase=ui.phase)
+                derived = derive(op, cell, outcome, peaks, facts)
+                record_cell(store, run_id, cell, outcome, derived, op, settings["seed"])
+                spent_est += e
+                ui.end_cell(i, len(todo), cell, (outcome, derived))
+            status = "complete"  # the sweep ended (numerics failures do not change this)
+        except Interrupted as e:
+            status, message = "interrupted", f"interrupted by {signal.Signals(e.signum).name}; --resume {run_id} continues"
+            raise
+        except BaseException as e:
+            status, message = "failed", f"{e.__class__.__name__}: {e}"
+            raise
+        finally:
+            worker.stop()
+            with store.session() as s:
+                r = s.get(m.Run, run_id)
+                r.status, r.finished_at, r.message = status, repo.now(), message
+                if partial:
+                    r.partial = True
+            ui.done()
+        return run_id

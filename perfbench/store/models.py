@@ -1,0 +1,212 @@
+"""SQLAlchemy 2 models of the results store. Every field has one home (CONTRACTS §1):
+
+* cell key        -> Cell: case_id, dtype, threads, device, cache, spin
+* comparability   -> Run.host_class, Run.ort_version, Cell.timing_hash, Run.protocol_version
+* subject         -> Measurement.impl ("ours"/"ort") and, for ours, Run.build (our native build)
+* recorded only   -> hostname, git sha/branch/dirty, numerics hash, K, block length, replicates,
+                     --quick/--max-time, load average, timestamps, input seed
+
+Schema changes go through Alembic migrations (perfbench/store/migrations).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class HostClass(Base):
+    """CPU model + core count + OS family: fresh runners of one class share history."""
+
+    __tablename__ = "host_classes"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), unique=True)
+    cpu_model: Mapped[str] = mapped_column(String(255))
+    cores: Mapped[int] = mapped_column(Integer)
+    os_family: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Host(Base):
+    __tablename__ = "hosts"
+    __table_args__ = (UniqueConstraint("hostname", "host_class_id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    host_class_id: Mapped[int] = mapped_column(ForeignKey("host_classes.id"))
+    cpu_flags: Mapped[str] = mapped_column(Text, default="")
+    l2_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    l3_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    memory_bytes: Mapped[int | None] = mapped_column(Float, nullable=True)
+    meta: Mapped[dict] = mapped_column(JSON, default=dict)  # pyperf's host metadata
+    first_seen: Mapped[datetime] = mapped_column(DateTime)
+    last_seen: Mapped[datetime] = mapped_column(DateTime)
+    host_class: Mapped[HostClass] = relationship()
+
+
+class Build(Base):
+    """Our native build: the subject of every 'ours' measurement."""
+
+    __tablename__ = "builds"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    build_id: Mapped[str] = mapped_column(String(64), unique=True)
+    source_hash: Mapped[str] = mapped_column(String(64))
+    compiler: Mapped[str] = mapped_column(String(255))
+    compiler_version: Mapped[str] = mapped_column(String(255))
+    flags: Mapped[list] = mapped_column(JSON)
+    isa_compiled: Mapped[list] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Peak(Base):
+    """This host's measured limits (perfbench peaks)."""
+
+    __tablename__ = "peaks"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"), index=True)
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id"))
+    batch: Mapped[str] = mapped_column(String(64), index=True)  # one `perfbench peaks` invocation
+    kind: Mapped[str] = mapped_column(String(32))  # fma_f32 | bf16_dot | read
+    threads: Mapped[int] = mapped_column(Integer)
+    level: Mapped[str | None] = mapped_column(String(16), nullable=True)  # L2 | L3 | DRAM
+    working_set_bytes: Mapped[int | None] = mapped_column(Float, nullable=True)
+    value: Mapped[float] = mapped_column(Float)
+    unit: Mapped[str] = mapped_column(String(16))  # GFLOP/s | GB/s
+    method: Mapped[str] = mapped_column(String(255), default="")
+    isa: Mapped[str] = mapped_column(String(32), default="")
+    measured_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    suite: Mapped[str] = mapped_column(String(255), index=True)
+    suite_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))  # running | complete | interrupted | failed
+    partial: Mapped[bool] = mapped_column(Boolean, default=False)
+    invalidated: Mapped[bool] = mapped_column(Boolean, default=False)
+    quick: Mapped[bool] = mapped_column(Boolean, default=False)
+    filters: Mapped[list] = mapped_column(JSON, default=list)
+    settings: Mapped[dict] = mapped_column(JSON, default=dict)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
+    host_class_id: Mapped[int] = mapped_column(ForeignKey("host_classes.id"), index=True)
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id"))
+    ort_version: Mapped[str] = mapped_column(String(32))
+    protocol_version: Mapped[int] = mapped_column(Integer)
+    schema_version: Mapped[int] = mapped_column(Integer)
+    versions: Mapped[dict] = mapped_column(JSON, default=dict)  # python, numpy, onnx, perfbench
+    git_sha: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    branch: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    dirty: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    runner_label: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    load_avg: Mapped[list] = mapped_column(JSON, default=list)
+    tuning: Mapped[list] = mapped_column(JSON, default=list)  # pyperf system warnings
+    cells_planned: Mapped[int] = mapped_column(Integer, default=0)
+    message: Mapped[str] = mapped_column(Text, default="")
+    started_at: Mapped[datetime] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    host: Mapped[Host] = relationship()
+    host_class: Mapped[HostClass] = relationship()
+    build: Mapped[Build] = relationship()
+    cells: Mapped[list[Cell]] = relationship(back_populates="run", cascade="all, delete-orphan")
+
+
+class Case(Base):
+    """An op + parameters; its timing definition hash says what work it measures."""
+
+    __tablename__ = "cases"
+    __table_args__ = (UniqueConstraint("case_id", "timing_hash"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    case_id: Mapped[str] = mapped_column(String(512), index=True)
+    op: Mapped[str] = mapped_column(String(128), index=True)
+    params: Mapped[dict] = mapped_column(JSON)
+    timing_hash: Mapped[str] = mapped_column(String(32))
+
+
+class Cell(Base):
+    """One measured cell of a run: the cell key, the numerics verdict, the ours/ORT ratio."""
+
+    __tablename__ = "cells"
+    __table_args__ = (UniqueConstraint("run_id", "case_pk", "dtype", "threads", "device", "cache", "spin"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    case_pk: Mapped[int] = mapped_column(ForeignKey("cases.id"))
+    # cell key
+    dtype: Mapped[str] = mapped_column(String(8))
+    threads: Mapped[int] = mapped_column(Integer)
+    device: Mapped[str] = mapped_column(String(16))
+    cache: Mapped[str] = mapped_column(String(8))
+    spin: Mapped[str] = mapped_column(String(8))
+    # comparability / recorded
+    timing_hash: Mapped[str] = mapped_column(String(32))
+    numerics_hash: Mapped[str] = mapped_column(String(32))
+    seed: Mapped[int] = mapped_column(Integer)
+    numerics_only: Mapped[bool] = mapped_column(Boolean, default=False)
+    # numerics
+    err_ours: Mapped[float | None] = mapped_column(Float, nullable=True)
+    err_ort: Mapped[float | None] = mapped_column(Float, nullable=True)
+    err_ours_vs_ort: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tol: Mapped[float | None] = mapped_column(Float, nullable=True)
+    floor: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the ratio and its verdict (CONTRACTS §2)
+    n: Mapped[int] = mapped_column(Integer, default=0)
+    ratio: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ratio_lo: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ratio_hi: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mean_log: Mapped[float | None] = mapped_column(Float, nullable=True)
+    sd_log: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_method: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    verdict: Mapped[str] = mapped_column(String(16))  # win | loss | undecided | fail | n/a
+    verdict_note: Mapped[str] = mapped_column(Text, default="")
+    # work model and where its working set lives
+    flops: Mapped[float] = mapped_column(Float, default=0.0)
+    bytes_moved: Mapped[float] = mapped_column(Float, default=0.0)
+    bound: Mapped[str] = mapped_column(String(16), default="memory")
+    level: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    peak: Mapped[float | None] = mapped_column(Float, nullable=True)
+    peak_unit: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # protocol details (recorded only)
+    K: Mapped[int] = mapped_column(Integer, default=0)
+    ours_iters: Mapped[int] = mapped_column(Integer, default=0)
+    ort_runs: Mapped[int] = mapped_column(Integer, default=0)
+    isa: Mapped[str] = mapped_column(String(32), default="")
+    wall_s: Mapped[float] = mapped_column(Float, default=0.0)
+    measured_at: Mapped[datetime] = mapped_column(DateTime)
+    run: Mapped[Run] = relationship(back_populates="cells")
+    case: Mapped[Case] = relationship()
+    measurements: Mapped[list[Measurement]] = relationship(back_populates="cell", cascade="all, delete-orphan")
+
+    def side(self, impl: str) -> Measurement | None:
+        for m in self.measurements:
+            if m.impl == impl:
+                return m
+        return None
+
+
+class Measurement(Base):
+    """One side of a cell (the subject: ours or ORT)."""
+
+    __tablename__ = "measurements"
+    __table_args__ = (UniqueConstraint("cell_id", "impl"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id", ondelete="CASCADE"), index=True)
+    impl: Mapped[str] = mapped_column(String(8))  # ours | ort
+    status: Mapped[str] = mapped_column(String(24))
+    message: Mapped[str] = mapped_column(Text, default="")
+    dtype: Mapped[str] = mapped_column(String(8))  # ORT: the dtype it ran (substituted or not)
+    path: Mapped[str] = mapped_column(String(32), default="")  # ORT: kernel|casts|function|substituted
+    detail: Mapped[list] = mapped_column(JSON, default=list)  # ORT: node ops it executed
+    median_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    replicates_ns: Mapped[list] = mapped_column(JSON, default=list)
+    blocks_ns: Mapped[list] = mapped_column(JSON, default=list)
+    floor_ns: Mapped[float] = mapped_column(Float, default=0.0)
+    throughput: Mapped[float | None] = mapped_column(Float, nullable=True)
+    throughput_unit: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    peak_share: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cell: Mapped[Cell] = relationship(back_populates="measurements")
