@@ -94,6 +94,7 @@ static const struct {
     {"noop", pb_noop},
     {"softmax", pb_softmax},
     {"rotary_embedding", pb_rotary_embedding},
+    {"cast", pb_cast},
     {"peak_fma_f32", pb_peak_fma_f32},
     {"peak_bf16_dot", pb_peak_bf16_dot},
     {"read_bandwidth", pb_read_bandwidth},

@@ -36,6 +36,8 @@ int pb_dtype_index(int32_t dtype);
 typedef void (*pb_softmax_ukernel)(const void *x, void *y, int64_t r0, int64_t r1, int64_t cols);
 /* Rotary embedding of head vectors [t0, t1) of the (batch, seq, heads) grid. */
 typedef void (*pb_rotary_ukernel)(const pb_rotary_embedding_args *a, int64_t t0, int64_t t1);
+/* Elements [i0, i1) converted to / from f32. */
+typedef void (*pb_cast_ukernel)(const void *src, void *dst, int64_t i0, int64_t i1);
 typedef float (*pb_peak_ukernel)(int64_t iters, int64_t *flops);
 typedef float (*pb_read_ukernel)(const void *buf, int64_t bytes);
 
@@ -45,6 +47,8 @@ typedef struct pb_isa {
     int (*supported)(void);
     pb_softmax_ukernel softmax[PB_DT_COUNT];
     pb_rotary_ukernel rotary[PB_DT_COUNT];
+    pb_cast_ukernel cast_to_f32[PB_DT_COUNT];
+    pb_cast_ukernel cast_from_f32[PB_DT_COUNT];
     pb_peak_ukernel peak_fma_f32;
     pb_peak_ukernel peak_bf16_dot;
     const char *peak_bf16_method;

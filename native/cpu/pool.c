@@ -203,7 +203,19 @@ int pb_pool_quiesce(void) {
 static _Thread_local void *g_scratch;
 static _Thread_local size_t g_scratch_size;
 
+/* PERFBENCH_SCRATCH_MAX_BYTES caps one thread's scratch (kernels then take their no-scratch
+ * path); read once. */
+static size_t g_scratch_limit = (size_t)-1;
+static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+
+static void read_scratch_limit(void) {
+    const char *env = getenv("PERFBENCH_SCRATCH_MAX_BYTES");
+    if (env && *env) g_scratch_limit = (size_t)strtoull(env, NULL, 10);
+}
+
 void *pb_scratch(size_t bytes) {
+    pthread_once(&g_scratch_once, read_scratch_limit);
+    if (bytes > g_scratch_limit) return NULL;
     if (bytes <= g_scratch_size) return g_scratch;
     size_t want = bytes < 4096 ? 4096 : bytes;
     want = (want + 63) & ~(size_t)63;

@@ -125,6 +125,18 @@ typedef struct pb_rotary_embedding_args {
 } pb_rotary_embedding_args;
 int pb_rotary_embedding(const void *args);
 
+/* Cast (element type conversion) between float32 and float32/float16/bfloat16, n elements,
+ * round to nearest even; NaN stays NaN (quiet), infinities and signed zeros are kept. */
+typedef struct pb_cast_args {
+    pb_exec exec;
+    int32_t src_dtype;
+    int32_t dst_dtype;
+    int64_t n;
+    const void *src;
+    void *dst;
+} pb_cast_args;
+int pb_cast(const void *args);
+
 /* ---- host peak probes (perfbench peaks) ------------------------------------------------- */
 /* Each thread runs `iters` iterations of independent multiply-adds; *flops_out receives the
  * floating-point operations one call performs (all threads), *method_out what was used. */

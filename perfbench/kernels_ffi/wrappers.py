@@ -124,6 +124,23 @@ def rotary_embedding(lib: Library, x: np.ndarray, position_ids: np.ndarray, cos_
     return KernelCall(lib, k, args, [x, position_ids, cos_cache, sin_cache, out])
 
 
+def cast(lib: Library, src: np.ndarray, dst: np.ndarray, threads: int = 1) -> KernelCall:
+    """Element type conversion to or from float32 (round to nearest even)."""
+    k = "cast"
+    _check_array(src, "src", k)
+    _check_array(dst, "dst", k, writeable=True)
+    s, d = dtypes.of_array(src), dtypes.of_array(dst)
+    if src.size != dst.size:
+        raise UsageError(f"{k}: src has {src.size} elements, dst {dst.size}")
+    if dtypes.F32 not in (s, d):
+        raise UsageError(f"{k}: one side must be float32, got {s.name} -> {d.name}")
+    args = lib.ffi.new("pb_cast_args*")
+    _exec(args, _check_threads(threads, k))
+    args.src_dtype, args.dst_dtype, args.n = s.onnx, d.onnx, src.size
+    args.src, args.dst = lib.ptr(src), lib.ptr(dst)
+    return KernelCall(lib, k, args, [src, dst])
+
+
 def peak(lib: Library, kind: str, iters: int, threads: int) -> tuple[KernelCall, object, object]:
     """peak_fma_f32 or peak_bf16_dot; returns (call, flops_out, method_out)."""
     args = lib.ffi.new("pb_peak_args*")

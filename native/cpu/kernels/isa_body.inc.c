@@ -15,14 +15,28 @@
 
 #include "vexp.inc.c"
 
+/* partial loads of f32 buffers (tails): n < PB_LANES elements, or n < PB_LANES/2 pairs */
+static inline vf pb_f32_load_part(const float *p, int64_t n) {
+    float buf[PB_LANES];
+    for (int i = 0; i < PB_LANES; i++) buf[i] = i < n ? p[i] : 0.0f;
+    return vf_load_f32(buf);
+}
+static inline vf pb_f32_load_dup_part(const float *p, int64_t n) {
+    float buf[PB_LANES / 2];
+    for (int i = 0; i < PB_LANES / 2; i++) buf[i] = i < n ? p[i] : 0.0f;
+    return vf_load_dup_f32(buf);
+}
+
 /* ---- float32 ---- */
 #define PB_DT f32
 #define T float
 #define T_IS_F32 1
 #define T_LOAD vf_load_f32
 #define T_STORE vf_store_f32
+#define T_STORE_EXACT vf_store_f32
 #define T_LOAD_DUP vf_load_dup_f32
 #define T_FROM_F32(f) (f)
+#define T_TO_F32(v) (v)
 #include "elementwise.inc.c"
 #include "softmax.inc.c"
 #include "rotary.inc.c"
@@ -31,8 +45,10 @@
 #undef T_IS_F32
 #undef T_LOAD
 #undef T_STORE
+#undef T_STORE_EXACT
 #undef T_LOAD_DUP
 #undef T_FROM_F32
+#undef T_TO_F32
 
 /* ---- float16 ---- */
 #define PB_DT f16
@@ -40,8 +56,10 @@
 #define T_IS_F32 0
 #define T_LOAD vf_load_f16
 #define T_STORE vf_store_f16
+#define T_STORE_EXACT vf_store_f16
 #define T_LOAD_DUP vf_load_dup_f16
 #define T_FROM_F32(f) pb_f32_to_f16(f)
+#define T_TO_F32(v) pb_f16_to_f32(v)
 #include "elementwise.inc.c"
 #include "softmax.inc.c"
 #include "rotary.inc.c"
@@ -50,17 +68,23 @@
 #undef T_IS_F32
 #undef T_LOAD
 #undef T_STORE
+#undef T_STORE_EXACT
 #undef T_LOAD_DUP
 #undef T_FROM_F32
+#undef T_TO_F32
 
 /* ---- bfloat16 ---- */
 #define PB_DT bf16
 #define T uint16_t
 #define T_IS_F32 0
 #define T_LOAD vf_load_bf16
-#define T_STORE vf_store_bf16
+/* kernels on bf16 inputs: NaN payloads have zero low bits (see vf_store_bf16_rne) */
+#define T_STORE vf_store_bf16_rne
+/* casts from arbitrary f32 */
+#define T_STORE_EXACT vf_store_bf16
 #define T_LOAD_DUP vf_load_dup_bf16
 #define T_FROM_F32(f) pb_f32_to_bf16(f)
+#define T_TO_F32(v) pb_bf16_to_f32(v)
 #include "elementwise.inc.c"
 #include "softmax.inc.c"
 #include "rotary.inc.c"
@@ -69,8 +93,10 @@
 #undef T_IS_F32
 #undef T_LOAD
 #undef T_STORE
+#undef T_STORE_EXACT
 #undef T_LOAD_DUP
 #undef T_FROM_F32
+#undef T_TO_F32
 
 #include "peaks.inc.c"
 
@@ -80,6 +106,8 @@ const pb_isa PB_CAT(pb_isa_, PB_ISA) = {
     .supported = PB_ISA_SUPPORTED,
     .softmax = {PB_UK(f32, softmax), PB_UK(f16, softmax), PB_UK(bf16, softmax)},
     .rotary = {PB_UK(f32, rotary), PB_UK(f16, rotary), PB_UK(bf16, rotary)},
+    .cast_to_f32 = {PB_UK(f32, cast_to_f32), PB_UK(f16, cast_to_f32), PB_UK(bf16, cast_to_f32)},
+    .cast_from_f32 = {PB_UK(f32, cast_from_f32), PB_UK(f16, cast_from_f32), PB_UK(bf16, cast_from_f32)},
     .peak_fma_f32 = PB_ISA_FN(peak_fma_f32),
     .peak_bf16_dot = PB_ISA_FN(peak_bf16_dot),
     .peak_bf16_method = PB_PEAK_BF16_METHOD,

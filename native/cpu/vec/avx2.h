@@ -27,13 +27,9 @@ static inline float vf_hsum(vf a) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-static inline vf vf_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-static inline vf vf_pow2i(vf n) {
-    __m256i i = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
-    vf r = _mm256_castsi256_ps(_mm256_slli_epi32(i, 23));
-    /* NaN lanes stay NaN */
-    return _mm256_blendv_ps(r, n, _mm256_cmp_ps(n, n, _CMP_UNORD_Q));
-}
+/* reinterpret a's bits shifted left by 23: turns a biased integer held in the low mantissa
+ * bits into the exponent field (exp's 2^n) */
+static inline vf vf_shl23(vf a) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(a), 23)); }
 static inline vf vf_swap_pairs(vf a) { return _mm256_permute_ps(a, 0xB1); }
 static inline vf vf_negate_even(vf a) {
     return _mm256_xor_ps(a, _mm256_set_ps(0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f));
@@ -55,17 +51,32 @@ static inline vf vf_load_bf16(const uint16_t *p) {
     __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
-static inline void vf_store_bf16(uint16_t *p, vf a) {
+/* f32 -> bfloat16, round to nearest even: add 0x7fff + lsb of the kept half, then take the
+ * high 16 bits of each lane with one byte shuffle and one cross-lane permute. NaN lanes take
+ * the input with its quiet bit set instead (so rounding cannot carry them into inf). */
+static inline __m256i pb_bf16_round_bits(vf a) {
     __m256i u = _mm256_castps_si256(a);
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
-    __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-    __m256i isnan = _mm256_cmpgt_epi32(absu, _mm256_set1_epi32(0x7f800000));
-    __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-    r = _mm256_blendv_epi8(r, qnan, isnan);
-    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    return _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+}
+static inline void pb_bf16_store_high_halves(uint16_t *p, __m256i r) {
+    const __m256i pick = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(r, pick), 0x08);
     _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
 }
+static inline void vf_store_bf16(uint16_t *p, vf a) {
+    __m256i r = pb_bf16_round_bits(a);
+    __m256i qnan = _mm256_or_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x00400000));
+    r = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(qnan),
+                                             _mm256_cmp_ps(a, a, _CMP_UNORD_Q)));
+    pb_bf16_store_high_halves(p, r);
+}
+/* f32 -> bfloat16 round to nearest even without the NaN fix-up: exact for finite values and
+ * infinities, and for every NaN whose low 16 payload bits are zero -- which is every NaN an op
+ * can produce from bfloat16 inputs (their payloads come from the inputs or are the default
+ * NaN). Kernels with bfloat16 inputs store with this; casts from arbitrary f32 do not. */
+static inline void vf_store_bf16_rne(uint16_t *p, vf a) { pb_bf16_store_high_halves(p, pb_bf16_round_bits(a)); }
 static inline vf vf_load_dup_bf16(const uint16_t *p) {
     __m128i w = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)p));
     return pb_dup4(_mm_castsi128_ps(_mm_slli_epi32(w, 16)));

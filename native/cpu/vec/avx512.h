@@ -17,13 +17,7 @@ static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
 static inline float vf_hmax(vf a) { return _mm512_reduce_max_ps(a); }
 static inline float vf_hsum(vf a) { return _mm512_reduce_add_ps(a); }
-static inline vf vf_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-static inline vf vf_pow2i(vf n) {
-    __m512i i = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
-    vf r = _mm512_castsi512_ps(_mm512_slli_epi32(i, 23));
-    __mmask16 nan = _mm512_cmp_ps_mask(n, n, _CMP_UNORD_Q);
-    return _mm512_mask_mov_ps(r, nan, n);
-}
+static inline vf vf_shl23(vf a) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(a), 23)); }
 static inline vf vf_swap_pairs(vf a) { return _mm512_permute_ps(a, 0xB1); }
 static inline vf vf_negate_even(vf a) {
     return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi64(0x80000000LL)));
@@ -52,6 +46,7 @@ static inline void vf_store_bf16(uint16_t *p, vf a) {
     __m256bh h = _mm512_cvtneps_pbh(a);
     _mm256_storeu_si256((__m256i *)p, (__m256i)h);
 }
+static inline void vf_store_bf16_rne(uint16_t *p, vf a) { vf_store_bf16(p, a); }
 static inline vf vf_load_dup_bf16(const uint16_t *p) {
     __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return pb_dup8(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));

@@ -32,18 +32,14 @@ static inline vf vf_max(vf a, vf b) { PB_VLOOP(i) a.v[i] = a.v[i] > b.v[i] ? a.v
 static inline vf vf_min(vf a, vf b) { PB_VLOOP(i) a.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i]; return a; }
 static inline float vf_hmax(vf a) { float m = a.v[0]; for (int i = 1; i < PB_LANES; i++) m = a.v[i] > m ? a.v[i] : m; return m; }
 static inline float vf_hsum(vf a) { float s = 0.0f; PB_VLOOP(i) s += a.v[i]; return s; }
-/* round to nearest even for |a| < 2^22 (the only use: exp's exponent), by the 1.5*2^23 trick,
- * which vectorizes where a libm call would not */
-static inline vf vf_round(vf a) { PB_VLOOP(i) a.v[i] = (a.v[i] + 12582912.0f) - 12582912.0f; return a; }
-/* 2^n for integral n in [-126, 127] given as floats; NaN lanes give NaN */
-static inline vf vf_pow2i(vf n) {
-    vf r;
+static inline vf vf_shl23(vf a) {
     PB_VLOOP(i) {
-        if (n.v[i] != n.v[i]) { r.v[i] = n.v[i]; continue; }
-        uint32_t bits = (uint32_t)((int32_t)n.v[i] + 127) << 23;
-        memcpy(&r.v[i], &bits, 4);
+        uint32_t bits;
+        memcpy(&bits, &a.v[i], 4);
+        bits <<= 23;
+        memcpy(&a.v[i], &bits, 4);
     }
-    return r;
+    return a;
 }
 /* pairs: (a0,a1,a2,a3,...) -> (a1,a0,a3,a2,...) */
 static inline vf vf_swap_pairs(vf a) { vf r; for (int i = 0; i < PB_LANES; i += 2) { r.v[i] = a.v[i + 1]; r.v[i + 1] = a.v[i]; } return r; }
@@ -61,6 +57,7 @@ static inline vf vf_load_dup_f16(const uint16_t *p) { vf r; for (int i = 0; i < 
 
 static inline vf vf_load_bf16(const uint16_t *p) { vf r; PB_VLOOP(i) r.v[i] = pb_bf16_to_f32(p[i]); return r; }
 static inline void vf_store_bf16(uint16_t *p, vf a) { PB_VLOOP(i) p[i] = pb_f32_to_bf16(a.v[i]); }
+static inline void vf_store_bf16_rne(uint16_t *p, vf a) { vf_store_bf16(p, a); }
 static inline vf vf_load_dup_bf16(const uint16_t *p) { vf r; for (int i = 0; i < PB_LANES; i += 2) r.v[i] = r.v[i + 1] = pb_bf16_to_f32(p[i / 2]); return r; }
 
 static inline int pb_isa_portable_supported(void) { return 1; }
