@@ -237,6 +237,13 @@ def run(opts: RunOptions, ui=None) -> int:
                 raise UsageError(f"run {old.id} is of suite {old.suite!r}, not {suite.name!r}")
             if old.host_class_id != hc_id:
                 raise UsageError(f"run {old.id} was measured on another host class ({old.host_class.key})")
+            if old.build_id != build_pk:
+                raise UsageError(
+                    f"run {old.id} was measured with native build {old.build.build_id}; the sources now build "
+                    f"{info.build_id}. Resuming would mix two builds in one run: start a new run instead.")
+            if old.ort_version != hostinfo.versions()["onnxruntime"]:
+                raise UsageError(f"run {old.id} was measured with ORT {old.ort_version}; this is "
+                                 f"{hostinfo.versions()['onnxruntime']}: start a new run instead.")
             flts = [filt.parse(f) for f in old.filters]
             opts.quick = old.quick
             settings = dict(old.settings)
@@ -251,6 +258,7 @@ def run(opts: RunOptions, ui=None) -> int:
         raise UsageError(f"no cells match: suite {suite.name!r} with filters {[f.text for f in flts]}"
                          " (perfbench list --suite NAME shows the cells)")
     todo = [c for c in cells if c.key not in resume_done]
+    # partial: not the whole suite at its own settings (a --max-time stop adds to this below)
     partial = opts.quick or bool(flts) or bool(opts.threads or opts.dtypes or opts.cache or opts.spin)
     settings["axes_overrides"] = {"threads": opts.threads, "dtypes": opts.dtypes, "cache": opts.cache,
                                   "spin": opts.spin}
@@ -320,7 +328,6 @@ def run(opts: RunOptions, ui=None) -> int:
             with store.session() as s:
                 r = s.get(m.Run, run_id)
                 r.status, r.finished_at, r.message = status, repo.now(), message
-                if partial:
-                    r.partial = True
+                r.partial = partial  # a resumed run that measured everything is whole again
             ui.done()
         return run_id

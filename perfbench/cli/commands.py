@@ -243,7 +243,7 @@ def show(ref, suite, fmt, output, db):
         doc = views.document(r)
         disp = _dispatch_ns(store, r)
     _render(doc, fmt, output, disp)
-    return _exit_code(doc)
+    return 0
 
 
 @cli.command()

@@ -1,0 +1,185 @@
+"""`perfbench run` end to end, as a user runs it: a real worker, real ORT sessions, a real
+SQLite file. One database per module, so this host's peaks are measured once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, perfbench_cmd
+
+TINY = str(ROOT / "tests" / "fixtures" / "tiny.toml")
+FAILING = str(ROOT / "tests" / "fixtures" / "failing.toml")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([str(ROOT), e.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    e["PERFBENCH_EXTRA_OPS"] = "tests.fixtures.ops_for_tests"
+    e["PERFBENCH_DB"] = f"sqlite:///{d / 'results.db'}"
+    e["PERFBENCH_LOCK"] = str(d / "lock")
+    e.pop("PERFBENCH_ISA", None)
+    e["_DB_PATH"] = str(d / "results.db")
+    return e
+
+
+def pb(env, *args, timeout=300):
+    return subprocess.run(perfbench_cmd() + list(args), env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)
+
+
+def db_rows(env, sql, *params):
+    con = sqlite3.connect(env["_DB_PATH"])
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
+
+
+def test_quick_run_end_to_end(env):
+    r = pb(env, "run", "--suite", TINY, "--quick")
+    assert r.returncode == 0, r.stderr
+    # before measuring: how many cells and an estimate; progress; then the table
+    assert "measuring this host's peaks" in r.stderr  # first run on this database
+    assert "measuring " in r.stderr and "cells, estimated" in r.stderr
+    assert "[1/" in r.stderr and "ETA" in r.stderr
+    for col in ("ours/ORT [95% CI]", "verdict", "numerics", "ORT path", "fast_1"):
+        assert col in r.stdout
+    assert "substituted→f32" in r.stdout  # bf16 cells are compared with ORT's f32
+    run_id, status, partial = db_rows(env, "select id, status, partial from runs order by id desc limit 1")[0]
+    assert status == "complete" and partial == 1  # --quick is partial
+    cells = db_rows(env, "select verdict from cells where run_id = ?", run_id)
+    assert len(cells) == 2 + 2  # (1 timed + 1 numerics-only case) x 2 dtypes; rotary has no quick subset
+    assert all(v in ("win", "loss", "undecided", "n/a") for (v,) in cells)
+    # a second run does not re-measure peaks
+    r2 = pb(env, "run", "--suite", TINY, "--quick", "--filter", "dtype=f32")
+    assert r2.returncode == 0 and "measuring this host's peaks" not in r2.stderr
+
+
+def test_show_formats_and_pyperf_export(env, tmp_path):
+    r = pb(env, "run", "--suite", TINY, "--filter", "op=RotaryEmbedding interleaved=1", "--dtype", "f32")
+    assert r.returncode == 0, r.stderr
+    run_id = db_rows(env, "select max(id) from runs")[0][0]
+    doc = json.loads(pb(env, "show", str(run_id), "--format", "json").stdout)
+    assert doc["schema_version"] == 1 and doc["run"]["id"] == run_id
+    (cell,) = doc["cells"]
+    assert cell["op"] == "RotaryEmbedding" and cell["params"]["interleaved"] == 1
+    assert cell["ours"]["status"] == "ok" and cell["ort"]["path"] == "kernel"
+    assert cell["ci_low"] <= cell["ratio"] <= cell["ci_high"] and cell["n"] == 3
+    assert cell["numerics"]["err_ours"] <= cell["numerics"]["tol"]
+    csv_out = pb(env, "show", str(run_id), "--format", "csv").stdout.splitlines()
+    assert csv_out[0].startswith("run_id,case_id,op,dtype") and len(csv_out) == 2
+    md = pb(env, "show", str(run_id), "--format", "markdown").stdout
+    assert md.startswith("### perfbench run") and "| case |" in md
+    out = tmp_path / "run.json"
+    r = pb(env, "show", str(run_id), "--format", "pyperf", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    st = subprocess.run([sys.executable, "-m", "pyperf", "stats", str(out)], capture_output=True, text=True)
+    assert st.returncode == 0, st.stderr
+    assert "RotaryEmbedding" in st.stdout
+
+
+def test_latest_ignores_partial_runs(env):
+    # only partial (quick/filtered) runs so far in this module's database, unless a full one ran
+    full = db_rows(env, "select count(*) from runs where suite='tiny' and partial=0 and status='complete'")[0][0]
+    r = pb(env, "show", "latest", "--suite", "tiny")
+    if full == 0:
+        assert r.returncode == 2 and "partial run" in r.stderr
+
+
+def test_failures_are_recorded_and_exit_1(env):
+    r = pb(env, "run", "--suite", FAILING, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    run_id = db_rows(env, "select max(id) from runs")[0][0]
+    rows = dict(db_rows(env, """select c.case_id, m.status from cells x join cases c on x.case_pk = c.id
+                               join measurements m on m.cell_id = x.id
+                               where x.run_id = ? and m.impl = 'ours'""", run_id))
+    by_op = {cid.split(".")[0]: st for cid, st in rows.items()}
+    assert by_op == {"CrashingOp": "crashed", "WrongOp": "mismatch", "RaisingOp": "error",
+                     "HangingOp": "timeout", "Softmax": "ok"}
+    assert db_rows(env, "select status from runs where id = ?", run_id)[0][0] == "complete"
+    assert "FAIL" in r.stderr and "FAIL:crashed" in r.stdout
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_keeps_finished_cells_and_resume_finishes(env, sig, code):
+    before = db_rows(env, "select coalesce(max(id), 0) from runs")[0][0]
+    p = subprocess.Popen(perfbench_cmd() + ["run", "--suite", TINY, "--replicates", "4"], env=env, cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    run_id = None
+    while time.time() < deadline:
+        rows = db_rows(env, "select r.id, count(c.id) from runs r left join cells c on c.run_id = r.id "
+                            "where r.id > ? group by r.id", before)
+        if rows and rows[0][1] >= 1:
+            run_id = rows[0][0]
+            break
+        time.sleep(0.2)
+    assert run_id is not None, "no cell finished in time"
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == code, err
+    status, message = db_rows(env, "select status, message from runs where id = ?", run_id)[0]
+    assert status == "interrupted" and "--resume" in message
+    kept = db_rows(env, "select count(*) from cells where run_id = ?", run_id)[0][0]
+    assert kept >= 1
+    planned = db_rows(env, "select cells_planned from runs where id = ?", run_id)[0][0]
+    r = pb(env, "run", "--suite", TINY, "--resume", str(run_id))
+    assert r.returncode == 0, r.stderr
+    assert f"measuring {planned - kept} cells" in r.stderr
+    total = db_rows(env, "select count(*) from cells where run_id = ?", run_id)[0][0]
+    assert total == planned
+    assert db_rows(env, "select status from runs where id = ?", run_id)[0][0] == "complete"
+
+
+def test_max_time_stops_and_says_how_to_resume(env):
+    r = pb(env, "run", "--suite", TINY, "--max-time", "0.001", "--dtype", "f32")
+    assert r.returncode == 0, r.stderr
+    assert "--max-time" in r.stderr and "--resume" in r.stderr
+    run_id = db_rows(env, "select max(id) from runs")[0][0]
+    status, partial = db_rows(env, "select status, partial from runs where id = ?", run_id)[0]
+    assert status == "complete" and partial == 1
+    assert db_rows(env, "select count(*) from cells where run_id = ?", run_id)[0][0] == 1
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "--suite", "no-such-suite"], "no suite 'no-such-suite'"),
+    (["run", "--suite", TINY, "--filter", "keyz=1"], "did you mean 'keys'"),
+    (["run", "--suite", TINY, "--filter", "keys"], "is not NAME=VALUE"),
+    (["run", "--suite", TINY, "--dtype", "f64"], "unknown dtype 'f64'"),
+    (["run", "--suite", TINY, "--db", "postgresql+psycopg://nobody@127.0.0.1:1/none"], "--db"),
+    (["show", "HEAD~1"], "not a run reference"),
+    (["show", "99999"], "no run 99999"),
+])
+def test_bad_input_exits_2_with_a_clear_message(env, args, needle):
+    r = pb(env, *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert needle in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_list_prints_cells_without_measuring(env):
+    before = db_rows(env, "select count(*) from runs")[0][0]
+    r = pb(env, "list", "--suite", TINY)
+    assert r.returncode == 0
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 10  # Softmax 2 keys + 1 numerics, Rotary 2 cases; x 2 dtypes
+    assert sum("[numerics only]" in ln for ln in lines) == 2
+    assert db_rows(env, "select count(*) from runs")[0][0] == before
+
+
+@pytest.mark.parametrize("command", ["run", "list", "show", "runs", "peaks", "selfcheck", "build"])
+def test_help_teaches(env, command):
+    r = pb(env, command, "--help")
+    assert r.returncode == 0 and "Usage:" in r.stdout
+    assert len(r.stdout.splitlines()) > 5

@@ -1,0 +1,54 @@
+"""Shared fixtures: the built native library, a throwaway SQLite URL, a private host lock, and
+the environment that CLI subprocesses need (test-only ops importable)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_lock(tmp_path_factory):
+    """Tests never wait on (or block) a real perfbench run's host lock."""
+    lock = tmp_path_factory.mktemp("lock") / "perfbench.lock"
+    os.environ["PERFBENCH_LOCK"] = str(lock)
+    yield
+
+
+@pytest.fixture(scope="session")
+def lib():
+    from perfbench.kernels_ffi import load
+
+    library = load()
+    yield library
+    library.select_isa("auto")
+
+
+@pytest.fixture()
+def db_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'results.db'}"
+
+
+@pytest.fixture()
+def cli_env(tmp_path):
+    """Environment for `perfbench` subprocesses: test ops importable, private DB and lock."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PERFBENCH_EXTRA_OPS"] = "tests.fixtures.ops_for_tests"
+    env["PERFBENCH_DB"] = f"sqlite:///{tmp_path / 'results.db'}"
+    env.pop("PERFBENCH_ISA", None)
+    return env
+
+
+def perfbench_cmd() -> list[str]:
+    return [sys.executable, "-m", "perfbench.cli.main"]
+
+
+def isas_to_test(library) -> list[str]:
+    """Every compiled ISA path this CPU can run (the AVX-512 path is skipped loudly elsewhere)."""
+    return [i for i in library.isa_supported if i]
