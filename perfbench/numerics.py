@@ -11,7 +11,7 @@ exactly (same position, same sign for infinities, NaN where NaN); anything else 
 is an infinite error. Comparisons are written `err <= tol` so that a NaN error fails.
 
 Pass: err(ours) <= tol with tol = clamp(2 x err(ORT), floor, 10 x floor). Where ORT could not
-run the case, tol = floor. If err(ORT) > 10 x floor, ORT's own status is `ort-discrepancy`.
+run the case (or its error is NaN), tol = floor. If err(ORT) > 10 x floor, ORT's own status is `ort-discrepancy`.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def max_error(outputs: dict, oracle: dict, row_sizes: dict) -> float:
 
 def tolerance(err_ort: float | None, floor: float) -> float:
     """clamp(2 x err(ORT), floor, 10 x floor); floor when ORT could not run the case."""
-    if err_ort is None or not math.isfinite(err_ort):
+    if err_ort is None or math.isnan(err_ort):
         return floor
     return min(max(2.0 * err_ort, floor), 10.0 * floor)
 

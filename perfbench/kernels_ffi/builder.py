@@ -165,7 +165,7 @@ def build(source_dir: Path | None = None, build_root: Path | None = None, *, for
     lib = out_dir / LIB_NAME
     meta = out_dir / "build.json"
     if lib.is_file() and meta.is_file() and not force:
-        return BuildInfo(**json.loads(meta.read_text()))
+        return _reused(meta, source_dir)
 
     if log:
         log(f"building native library {bid} ({', '.join(['portable'] + [u[0] for u in units])}) ...")
@@ -211,10 +211,18 @@ def build(source_dir: Path | None = None, build_root: Path | None = None, *, for
         except OSError:
             if not lib.is_file():
                 raise
-        return BuildInfo(**json.loads(meta.read_text()))
+        return _reused(meta, source_dir)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _reused(meta: Path, source_dir: Path) -> BuildInfo:
+    """A stored build: its record, but with the caller's sources (identical by hash; the ones
+    that built it first may be another checkout, since moved or deleted)."""
+    info = BuildInfo(**json.loads(meta.read_text()))
+    info.source_dir = str(source_dir)
+    return info
 
 
 def main() -> int:  # python -m perfbench.kernels_ffi.builder

@@ -137,10 +137,9 @@ int pb_cast(const void *args) {
     if (a->src == NULL || a->dst == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: src and dst must not be NULL", k);
     if (a->src == a->dst && a->src_dtype != a->dst_dtype)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: in-place cast between different sizes", k);
-    size_t bytes = (size_t)a->n * (pb_dtype_size(a->src_dtype) > pb_dtype_size(a->dst_dtype) ? pb_dtype_size(a->src_dtype)
-                                                                                               : pb_dtype_size(a->dst_dtype));
-    if (ranges_overlap_not_equal(a->src, a->dst, bytes))
-        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: src and dst overlap", k);
+    const uintptr_t s0 = (uintptr_t)a->src, s1 = s0 + (size_t)a->n * pb_dtype_size(a->src_dtype);
+    const uintptr_t d0 = (uintptr_t)a->dst, d1 = d0 + (size_t)a->n * pb_dtype_size(a->dst_dtype);
+    if (s0 != d0 && s0 < d1 && d0 < s1) return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: src and dst overlap", k);
     const pb_isa *isa = pb_active_isa();
     cast_ctx c = {a->src_dtype == PB_DTYPE_F32 ? isa->cast_from_f32[pb_dtype_index(a->dst_dtype)]
                                                : isa->cast_to_f32[pb_dtype_index(a->src_dtype)],

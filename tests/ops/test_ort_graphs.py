@@ -1,0 +1,111 @@
+"""The ORT side of a case (perfbench.ops.ort) against real ONNX Runtime: K-copy models load and
+run K node executions into one shared output buffer, which path ORT takes (its own kernel or an
+ONNX function body), and bf16 sessions fail as a missing kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from perfbench import dtypes, numerics, ops
+from perfbench.ops import ort as ortlib
+from perfbench.ops.base import to_f64
+
+# tiny cases: odd lengths on purpose
+CASES = {
+    "Softmax": {"batch": 2, "heads": 2, "queries": 3, "keys": 33},
+    "RotaryEmbedding": {"batch": 2, "seq": 5, "heads": 2, "head_size": 8},
+}
+
+
+def _cell(op_name: str, dtype: dtypes.DType, seed: int = 11):
+    op = ops.get(op_name)
+    case = op.make_case(CASES[op_name])
+    spec = op.graph(case)
+    inputs = op.make_inputs(case, dtype, np.random.default_rng(seed))
+    outputs = {n: np.full(s, np.nan, dtype.numpy) for n, s in op.output_shapes(case).items()}
+    return op, case, spec, inputs, outputs
+
+
+@pytest.mark.parametrize("copies", [1, 4])
+@pytest.mark.parametrize("op_name", list(CASES))
+def test_build_model_is_loadable(op_name, copies):
+    op, case, spec, inputs, outputs = _cell(op_name, dtypes.F32)
+    blob = ortlib.build_model(spec, dtypes.F32, copies)
+    model = onnx.load_from_string(blob)
+    assert model.ir_version == ortlib.IR_VERSION
+    assert len(model.graph.node) == copies
+    assert {n.op_type for n in model.graph.node} == {spec.op_type}
+    assert {n.domain or "" for n in model.graph.node} == {spec.domain}
+    # every copy's output is a graph output (so ORT cannot merge the copies)
+    expect = [f"{name}__{k}" for k in range(copies) for name, _ in spec.outputs]
+    assert [o.name for o in model.graph.output] == expect
+    sess = ortlib.make_session(blob, 1, "off")  # ORT accepts this IR version
+    assert [o.name for o in sess.get_outputs()] == expect
+    assert [i.name for i in sess.get_inputs()] == [n for n, _, _ in spec.inputs]
+
+
+@pytest.mark.parametrize("op_name", list(CASES))
+def test_k_copies_execute_k_times_into_one_shared_buffer(op_name):
+    K = 4
+    op, case, spec, inputs, outputs = _cell(op_name, dtypes.F32)
+    runs = ortlib.count_node_runs(ortlib.build_model(spec, dtypes.F32, K), 1, inputs, outputs, spec, K)
+    assert runs == K
+    # every copy wrote the one shared buffer: it holds the right answer (no NaN left)
+    oracle = op.oracle(case, to_f64(inputs))
+    for name, buf in outputs.items():
+        assert not np.isnan(buf).any()
+        assert numerics.error(buf, oracle[name], op.row_sizes(case)[name]) <= 10 * numerics.FLOORS["f32"]
+    # and the single-copy graph runs once
+    one = {n: np.empty_like(v) for n, v in outputs.items()}
+    assert ortlib.count_node_runs(ortlib.build_model(spec, dtypes.F32, 1), 1, inputs, one, spec, 1) == 1
+
+
+def test_bound_binds_all_copies_to_the_same_buffer():
+    K = 3
+    op, case, spec, inputs, outputs = _cell("Softmax", dtypes.F32)
+    sess = ortlib.make_session(ortlib.build_model(spec, dtypes.F32, K), 1, "off")
+    bound = ortlib.Bound(sess, spec, K, inputs, outputs)
+    bound.run()
+    ptr = outputs["y"].ctypes.data
+    got = bound.binding.get_outputs()
+    assert len(got) == K
+    assert {v.data_ptr() for v in got} == {ptr}
+    assert np.isfinite(outputs["y"]).all()
+
+
+@pytest.mark.parametrize(
+    "op_name, dtype, expected",
+    [
+        ("Softmax", dtypes.F32, "kernel"),
+        ("Softmax", dtypes.F16, "function"),
+        ("RotaryEmbedding", dtypes.F16, "kernel"),
+        ("RotaryEmbedding", dtypes.F32, "kernel"),
+    ],
+    ids=lambda v: getattr(v, "name", v),
+)
+def test_profile_path_classifies_what_ort_ran(op_name, dtype, expected):
+    op, case, spec, inputs, outputs = _cell(op_name, dtype)
+    kind, ran = ortlib.profile_path(spec, dtype, 1, "off", inputs, outputs)
+    assert kind == expected, ran
+    if expected == "kernel":
+        assert ran == [spec.op_type]
+    else:  # the ONNX function body of Softmax: no Softmax node, its pieces instead
+        assert spec.op_type not in ran
+        assert {"Exp", "ReduceSum"} <= set(ran)
+
+
+@pytest.mark.parametrize("op_name", list(CASES))
+def test_bf16_session_is_a_missing_kernel(op_name):
+    op, case, spec, inputs, outputs = _cell(op_name, dtypes.F32)
+    with pytest.raises(Exception) as ei:
+        ortlib.make_session(ortlib.build_model(spec, dtypes.BF16), 1, "off")
+    assert ortlib.is_missing_kernel(ei.value), str(ei.value)
+
+
+def test_is_missing_kernel_is_not_true_for_other_errors():
+    with pytest.raises(Exception) as ei:
+        ortlib.make_session(b"definitely not an onnx model", 1, "off")
+    assert not ortlib.is_missing_kernel(ei.value)
+    assert not ortlib.is_missing_kernel(ValueError("shape mismatch"))
