@@ -207,20 +207,13 @@ def record_cell(store: Store, run_id: int, cell, outcome, derived: dict, op, see
 
 
 def run(opts: RunOptions, ui=None) -> int:
-    """Measure a suite; returns the run id."""
+    """Measure a suite; returns the run id. Every input error surfaces before the native
+    build and before any measuring."""
     ui = ui or NullUI()
     store = Store(opts.db)
     suite = suites.load(opts.suite)
     flts = [filt.parse(f) for f in opts.filters]
     facts = hostinfo.host_facts()
-    info = builder.build(log=ui.info)
-    lib = load(info)
-    git = hostinfo.git_info()
-    with store.session() as s:
-        host = repo.ensure_host(s, facts)
-        build = repo.ensure_build(s, info)
-        host_id, hc_id, build_pk = host.id, host.host_class_id, build.id
-
     settings = dict(suite.settings)
     if opts.quick:
         settings["replicates"] = settings["quick_replicates"]
@@ -230,20 +223,18 @@ def run(opts: RunOptions, ui=None) -> int:
         settings["replicates"] = opts.replicates
 
     resume_done: set = set()
+    old_build = None
     if opts.resume is not None:
         with store.session() as s:
             old = repo.load_run(s, opts.resume)
             if old.suite != suite.name:
                 raise UsageError(f"run {old.id} is of suite {old.suite!r}, not {suite.name!r}")
-            if old.host_class_id != hc_id:
+            if old.host_class.key != facts.class_key:
                 raise UsageError(f"run {old.id} was measured on another host class ({old.host_class.key})")
-            if old.build_id != build_pk:
-                raise UsageError(
-                    f"run {old.id} was measured with native build {old.build.build_id}; the sources now build "
-                    f"{info.build_id}. Resuming would mix two builds in one run: start a new run instead.")
             if old.ort_version != hostinfo.versions()["onnxruntime"]:
                 raise UsageError(f"run {old.id} was measured with ORT {old.ort_version}; this is "
                                  f"{hostinfo.versions()['onnxruntime']}: start a new run instead.")
+            old_build = old.build.build_id
             flts = [filt.parse(f) for f in old.filters]
             opts.quick = old.quick
             settings = dict(old.settings)
@@ -263,6 +254,18 @@ def run(opts: RunOptions, ui=None) -> int:
     settings["axes_overrides"] = {"threads": opts.threads, "dtypes": opts.dtypes, "cache": opts.cache,
                                   "spin": opts.spin}
     settings["evict_bytes"] = default_evict_bytes()
+
+    info = builder.build(log=ui.info)
+    if old_build is not None and old_build != info.build_id:
+        raise UsageError(
+            f"run {opts.resume} was measured with native build {old_build}; the sources now build "
+            f"{info.build_id}. Resuming would mix two builds in one run: start a new run instead.")
+    lib = load(info)
+    git = hostinfo.git_info()
+    with store.session() as s:
+        host = repo.ensure_host(s, facts)
+        build = repo.ensure_build(s, info)
+        host_id, hc_id, build_pk = host.id, host.host_class_id, build.id
 
     with host_lock(ui), signals_as_exceptions():
         peaks = ensure_peaks(store, host_id, build_pk, lib, facts, ui)

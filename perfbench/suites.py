@@ -114,7 +114,7 @@ class Suite:
                 if isinstance(b.quick, dict):
                     lists.update({k: _norm_list(v) for k, v in b.quick.items()})
             names = list(lists)
-            cases = [op.make_case(dict(zip(names, combo)), b.where)
+            cases = [op.make_case(dict(zip(names, combo)), f"{b.where}.{'quick' if quick else 'axes'}")
                      for combo in itertools.product(*(lists[n] for n in names))]
             numerics = [op.make_case(dict(v), f"{b.where}.numerics[{i}]") for i, v in enumerate(b.numerics)]
             dts = [dtypes.get(d).name for d in (dtypes_ or b.overrides.get("dtypes") or self.settings["dtypes"])]
@@ -144,6 +144,19 @@ def _norm_list(v) -> list:
     return v if isinstance(v, list) else [v]
 
 
+def _check_axes(axes: dict, where: str) -> None:
+    for k, v in axes.items():
+        if isinstance(v, list) and not v:
+            raise UsageError(f"{where}: {k} is an empty list; give at least one value, e.g. {k} = [128], "
+                             f"or remove {k} to use the op's default")
+
+
+def _validate_sweep(op, axes: dict, where: str) -> None:
+    lists = {k: _norm_list(v) for k, v in axes.items()}
+    for combo in itertools.product(*lists.values()):
+        op.make_case(dict(zip(lists, combo)), where)
+
+
 def _check_keys(table: dict, allowed: dict, where: str) -> None:
     for k, v in table.items():
         if k not in allowed:
@@ -152,8 +165,11 @@ def _check_keys(table: dict, allowed: dict, where: str) -> None:
                                                                 f"; allowed: {', '.join(allowed)}"))
         want = allowed[k]
         if not isinstance(v, want) or (want is int and isinstance(v, bool)):
-            names = want.__name__ if isinstance(want, type) else " or ".join(w.__name__ for w in want)
-            raise UsageError(f"{where}: {k} must be a {names}, got {v!r}")
+            words = {"int": "an integer", "str": "a string", "list": "a list", "dict": "a table",
+                     "float": "a number", "bool": "true or false"}
+            wants = (want,) if isinstance(want, type) else want
+            names = " or ".join(words.get(w.__name__, w.__name__) for w in wants)
+            raise UsageError(f"{where}: {k} must be {names}, got {v!r}")
 
 
 def _check_list(values: list, allowed: tuple, where: str, key: str) -> None:
@@ -170,7 +186,7 @@ def _check_common_lists(table: dict, where: str) -> None:
             try:
                 dtypes.get(d)
             except UsageError as e:
-                raise UsageError(f"{where}: {e}") from None
+                raise UsageError(f"{where}: dtypes: {e}") from None
     if "threads" in table:
         for t in table["threads"]:
             if isinstance(t, bool) or not isinstance(t, int) or t < 1:
@@ -211,7 +227,7 @@ def load(name_or_path: str) -> Suite:
                                                                        else "; expected [suite] and [[ops]]"))
     head = data.get("suite")
     if not isinstance(head, dict) or "name" not in head:
-        raise UsageError(f"{where}: needs a [suite] table with a name, e.g. [suite]\\nname = \"attention\"")
+        raise UsageError(f'{where}: needs a [suite] table with a name, e.g. `[suite]` then `name = "attention"`')
     _check_keys(head, SUITE_KEYS, f"{where}: [suite]")
     _check_common_lists(head, f"{where}: [suite]")
     settings = {**DEFAULTS, **{k: v for k, v in head.items() if k not in ("name", "description")}}
@@ -230,24 +246,23 @@ def load(name_or_path: str) -> Suite:
             raise UsageError(f"{bw}: {e}") from None
         _check_common_lists(b, bw)
         axes = b.get("axes", {})
-        for k, v in axes.items():
-            if isinstance(v, list) and not v:
-                raise UsageError(f"{bw}.axes: {k} is an empty list")
+        _check_axes(axes, f"{bw}.axes")
         quick = b.get("quick")
         if quick is True:
             quick = {}
+        if isinstance(quick, dict):
+            _check_axes(quick, f"{bw}.quick")
         numerics = b.get("numerics", [])
         if not all(isinstance(x, dict) for x in numerics):
             raise UsageError(f"{bw}: numerics must be a list of tables like {{ heads = 3, keys = 4097 }}")
         block = Block(op.name, axes, quick, numerics,
-                      {k: b[k] for k in ("dtypes", "threads", "cache", "spin") if k in b}, f"{bw}.axes")
-        # validate every case now (names, types, choices): errors surface before any measuring
-        lists = {k: _norm_list(v) for k, v in axes.items()}
-        for combo in itertools.product(*lists.values()):
-            op.make_case(dict(zip(lists, combo)), block.where)
+                      {k: b[k] for k in ("dtypes", "threads", "cache", "spin") if k in b}, bw)
+        # validate every case now (names, types, ranges, choices): errors surface before any
+        # build or measurement, labelled with where they are
+        _validate_sweep(op, axes, f"{bw}.axes")
         if isinstance(quick, dict):
-            for k in quick:
-                if k not in op.param_names():
-                    raise UsageError(f"{bw}.quick: {op.name} has no parameter {k!r}")
+            _validate_sweep(op, {**axes, **quick}, f"{bw}.quick")
+        for j, shape in enumerate(numerics):
+            op.make_case(dict(shape), f"{bw}.numerics[{j}]")
         suite.blocks.append(block)
     return suite

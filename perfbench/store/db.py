@@ -60,7 +60,10 @@ class Store:
         try:
             self.engine: Engine = create_engine(self.url, future=True)
         except (SQLAlchemyError, ImportError, ValueError) as e:
-            raise DatabaseError(f"cannot use database {redact(self.url)}: {e}") from e
+            raise DatabaseError(
+                f"cannot use database {redact(self.url)}: {e}\n"
+                "Check --db / PERFBENCH_DB: any SQLAlchemy URL (sqlite:///results.db, "
+                "postgresql+psycopg://user@host/db) or a SQLite file path.") from e
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False, future=True)

@@ -1,0 +1,164 @@
+"""perfbench.stats: the ratio CI, the one-sided test of change and Benjamini-Hochberg (CONTRACTS §4),
+checked against the same quantities computed by hand with numpy/scipy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from perfbench import stats
+
+# eight paired replicates (ns): ours is ~10% faster, with some spread
+OURS8 = [900.0, 910.0, 880.0, 905.0, 930.0, 890.0, 915.0, 899.0]
+ORT8 = [1000.0, 990.0, 1010.0, 1005.0, 1020.0, 980.0, 1000.0, 995.0]
+
+
+def _by_hand(ours, ort, level=0.95):
+    logs = np.log(np.asarray(ours)) - np.log(np.asarray(ort))
+    n = logs.size
+    m = logs.mean()
+    s = logs.std(ddof=1)
+    half = st.t.ppf((1 + level) / 2, n - 1) * s / math.sqrt(n)
+    return n, m, s, math.exp(m), math.exp(m - half), math.exp(m + half)
+
+
+def test_ratio_ci_t_interval_matches_hand_computation_n8():
+    n, m, s, gm, lo, hi = _by_hand(OURS8, ORT8)
+    ci = stats.ratio_ci(OURS8, ORT8)
+    assert ci.method == "t"
+    assert ci.n == n == 8
+    # the point ratio is the geometric mean of the per-replicate ratios, not a ratio of means
+    assert ci.ratio == pytest.approx(gm, rel=1e-12)
+    assert ci.ratio == pytest.approx(float(np.prod(np.array(OURS8) / np.array(ORT8)) ** (1 / 8)), rel=1e-12)
+    assert ci.ratio != pytest.approx(np.mean(OURS8) / np.mean(ORT8), rel=1e-9)
+    assert ci.mean_log == pytest.approx(m, rel=1e-12)
+    assert ci.sd_log == pytest.approx(s, rel=1e-12)
+    assert ci.lo == pytest.approx(lo, rel=1e-12)
+    assert ci.hi == pytest.approx(hi, rel=1e-12)
+    assert ci.lo < ci.ratio < ci.hi < 1.0
+
+
+def test_ratio_ci_level_changes_width():
+    ci95 = stats.ratio_ci(OURS8, ORT8, level=0.95)
+    ci99 = stats.ratio_ci(OURS8, ORT8, level=0.99)
+    _, _, _, _, lo99, hi99 = _by_hand(OURS8, ORT8, level=0.99)
+    assert ci99.lo == pytest.approx(lo99, rel=1e-12) and ci99.hi == pytest.approx(hi99, rel=1e-12)
+    assert ci99.lo < ci95.lo and ci99.hi > ci95.hi
+
+
+def _sample(n, seed=1):
+    rng = np.random.default_rng(seed)
+    ort = rng.uniform(900, 1100, n)
+    ours = ort * np.exp(rng.normal(-0.05, 0.03, n))
+    return ours.tolist(), ort.tolist()
+
+
+def test_ratio_ci_t_below_20_bootstrap_from_20():
+    ours19, ort19 = _sample(19)
+    assert stats.ratio_ci(ours19, ort19).method == "t"
+    ours20, ort20 = _sample(20)
+    ci = stats.ratio_ci(ours20, ort20)
+    assert ci.method == "bootstrap"
+    n, m, s, gm, lo_t, hi_t = _by_hand(ours20, ort20)
+    assert ci.n == 20
+    assert ci.ratio == pytest.approx(gm, rel=1e-12)
+    assert ci.lo < ci.ratio < ci.hi
+    # a percentile bootstrap of the mean is close to (not equal to) the t-interval
+    assert ci.lo != pytest.approx(lo_t, rel=1e-9)
+    assert math.log(ci.lo) == pytest.approx(math.log(lo_t), abs=0.01)
+    assert math.log(ci.hi) == pytest.approx(math.log(hi_t), abs=0.01)
+
+
+def test_ratio_ci_bootstrap_matches_percentile_bootstrap_by_hand():
+    ours, ort = _sample(25, seed=7)
+    logs = np.log(ours) - np.log(ort)
+    rng = np.random.default_rng(3)
+    means = rng.choice(logs, size=(stats.BOOTSTRAP_RESAMPLES, logs.size), replace=True).mean(axis=1)
+    lo, hi = np.quantile(means, [0.025, 0.975])
+    ci = stats.ratio_ci(ours, ort, seed=3)
+    assert ci.lo == pytest.approx(math.exp(lo), rel=1e-12)
+    assert ci.hi == pytest.approx(math.exp(hi), rel=1e-12)
+
+
+def test_ratio_ci_bootstrap_deterministic_for_fixed_seed():
+    ours, ort = _sample(30, seed=5)
+    a = stats.ratio_ci(ours, ort, seed=11)
+    b = stats.ratio_ci(ours, ort, seed=11)
+    assert (a.lo, a.hi, a.ratio) == (b.lo, b.hi, b.ratio)
+    c = stats.ratio_ci(ours, ort, seed=12)
+    assert (c.lo, c.hi) != (a.lo, a.hi)  # the seed is really used
+    assert c.ratio == a.ratio  # the point estimate never depends on it
+
+
+@pytest.mark.parametrize("ours, ort", [([1.0], [1.0]), ([], []), ([1.0, 2.0], [1.0])])
+def test_ratio_ci_rejects_fewer_than_two_pairs(ours, ort):
+    with pytest.raises(ValueError):
+        stats.ratio_ci(ours, ort)
+
+
+@pytest.mark.parametrize("ours, ort", [([1.0, 0.0], [1.0, 1.0]), ([1.0, 1.0], [1.0, -2.0]),
+                                        ([-1.0, 1.0], [1.0, 1.0])])
+def test_ratio_ci_rejects_non_positive_times(ours, ort):
+    with pytest.raises(ValueError, match="positive"):
+        stats.ratio_ci(ours, ort)
+
+
+def test_one_sided_p_without_sigma_b_is_a_one_sided_t_test():
+    ci = stats.ratio_ci(ORT8, OURS8)  # ORT/ours: a positive mean log change
+    logs = np.log(ORT8) - np.log(OURS8)
+    for delta in (0.0, math.log(1.03), 0.2):
+        p = stats.one_sided_p(ci.mean_log, ci.sd_log, ci.n, 0.0, delta)
+        t = (logs.mean() - delta) / (logs.std(ddof=1) / math.sqrt(logs.size))
+        assert p == pytest.approx(st.t.sf(t, logs.size - 1), rel=1e-9)
+        # and scipy's own one-sample t-test agrees
+        ref = st.ttest_1samp(logs, popmean=delta, alternative="greater").pvalue
+        assert p == pytest.approx(ref, rel=1e-9)
+    # a larger minimum effect is harder to reject
+    assert stats.one_sided_p(ci.mean_log, ci.sd_log, ci.n, 0.0, 0.0) < stats.one_sided_p(
+        ci.mean_log, ci.sd_log, ci.n, 0.0, math.log(1.03))
+
+
+def test_one_sided_p_increases_with_sigma_b():
+    ci = stats.ratio_ci(ORT8, OURS8)
+    ps = [stats.one_sided_p(ci.mean_log, ci.sd_log, ci.n, sb, 0.0) for sb in (0.0, 0.005, 0.01, 0.05, 0.2)]
+    assert all(a < b for a, b in zip(ps, ps[1:])), ps
+    # SE = sqrt(s^2/n + sigma_b^2), by hand
+    se = math.sqrt(ci.sd_log**2 / ci.n + 0.05**2)
+    assert ps[3] == pytest.approx(st.t.sf(ci.mean_log / se, ci.n - 1), rel=1e-9)
+
+
+def test_one_sided_p_zero_standard_error():
+    assert stats.one_sided_p(0.1, 0.0, 8, 0.0, 0.0) == 0.0
+    assert stats.one_sided_p(-0.1, 0.0, 8, 0.0, 0.0) == 1.0
+
+
+TEXTBOOK_P = [0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216]
+
+
+def test_benjamini_hochberg_textbook_example():
+    assert stats.benjamini_hochberg(TEXTBOOK_P, q=0.05) == [True, True] + [False] * 8
+
+
+def test_benjamini_hochberg_keeps_input_order():
+    perm = [7, 2, 0, 9, 5, 1, 3, 8, 6, 4]
+    shuffled = [TEXTBOOK_P[i] for i in perm]
+    out = stats.benjamini_hochberg(shuffled, q=0.05)
+    assert out == [TEXTBOOK_P[i] in (0.001, 0.008) for i in perm]
+
+
+def test_benjamini_hochberg_is_step_up():
+    # p_(1) = 0.04 > 1/2 * 0.05 but p_(2) = 0.045 <= 2/2 * 0.05: step-up rejects both
+    assert stats.benjamini_hochberg([0.045, 0.04], q=0.05) == [True, True]
+    # a larger q rejects more of the textbook example: 0.042 <= 5/10 * 0.09 although
+    # 0.039 > 3/10 * 0.09 (step-up again)
+    assert stats.benjamini_hochberg(TEXTBOOK_P, q=0.09) == [True] * 5 + [False] * 5
+
+
+def test_benjamini_hochberg_nan_is_never_rejected():
+    out = stats.benjamini_hochberg([float("nan"), 0.001, float("nan"), 0.002], q=0.05)
+    assert out == [False, True, False, True]
+    assert stats.benjamini_hochberg([float("nan")] * 3) == [False, False, False]
+    assert stats.benjamini_hochberg([]) == []

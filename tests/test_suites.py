@@ -1,0 +1,238 @@
+"""perfbench.suites: the shipped suite loads and expands into stable cells; every malformed suite
+file is a UsageError naming the file, the key and a fix (one fixture file per error)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from perfbench import filters, ops, suites
+from perfbench.errors import UsageError
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "suites"
+ID_RE = re.compile(r"^[A-Za-z0-9_.=-]+$")
+
+
+@pytest.fixture(scope="module")
+def attention():
+    return suites.load("attention")
+
+
+def test_attention_suite_loads(attention):
+    assert attention.name == "attention"
+    assert attention.path == suites.suites_dir() / "attention.toml"
+    assert [b.op for b in attention.blocks] == ["Softmax", "Softmax", "RotaryEmbedding", "RotaryEmbedding"]
+    assert attention.settings["dtypes"] == ["f32", "f16", "bf16"]
+    assert attention.settings["threads"] == [1, 2]
+    assert attention.settings["replicates"] == 8 and attention.settings["quick_replicates"] == 5
+    assert {"heads", "queries", "keys", "seq", "head_size", "layout", "interleaved"} <= attention.axes()
+    # loading by path is the same suite
+    again = suites.load(str(suites.suites_dir() / "attention.toml"))
+    assert again.text_hash == attention.text_hash and again.name == "attention"
+
+
+def test_expand_full_sweep_counts(attention):
+    cells, notes = attention.expand()
+    assert notes == []
+    timed = [c for c in cells if not c.numerics_only]
+    # Softmax 2x1x4 + 2x1x2, Rotary 4x2x2 twice = 8 + 4 + 16 + 16 = 44 cases, x 3 dtypes x 2 threads
+    assert len(timed) == 44 * 3 * 2
+    # 4 numerics-only shapes x 3 dtypes x 2 threads (once each: numerics do not depend on cache/spin)
+    assert len(cells) - len(timed) == 4 * 3 * 2
+    assert len({c.key for c in cells}) == len(cells)
+
+
+def test_case_ids_are_stable_and_safe(attention):
+    cells, _ = attention.expand()
+    cells2, _ = suites.load("attention").expand()
+    assert [c.key for c in cells] == [c.key for c in cells2]
+    for c in cells:
+        cid = c.case.case_id
+        assert ID_RE.match(cid), cid
+        assert ".." not in cid, cid
+    # the id is a pure function of the parameters: order of keys and explicit defaults do not matter
+    sm = ops.get("Softmax")
+    a = sm.make_case({"heads": 32, "queries": 1, "keys": 1024})
+    b = sm.make_case({"keys": 1024, "batch": 1, "queries": 1, "heads": 32})
+    assert a.case_id == b.case_id == "Softmax.batch=1.heads=32.queries=1.keys=1024"
+    assert sm.make_case({"heads": 32, "queries": 1, "keys": 512}).case_id != a.case_id
+    assert a.case_id in {c.case.case_id for c in cells}
+    rope = ops.get("RotaryEmbedding").make_case({"seq": 1, "heads": 32, "head_size": 128})
+    assert rope.case_id == ("RotaryEmbedding.batch=1.seq=1.heads=32.head_size=128.layout=bsnh"
+                            ".interleaved=0.pos_offset=1000")
+
+
+def test_same_case_in_two_blocks_is_one_cell(tmp_path):
+    p = tmp_path / "dup.toml"
+    p.write_text('[suite]\nname = "dup"\n'
+                 '[[ops]]\nop = "Softmax"\naxes = { heads = 2, queries = 1, keys = [64, 128] }\n'
+                 '[[ops]]\nop = "softmax"\naxes = { heads = 2, queries = 1, keys = 64, batch = 1 }\n')
+    cells, _ = suites.load(str(p)).expand()
+    assert [c.case.p["keys"] for c in cells] == [64, 128]
+
+
+def test_quick_subset_only_blocks_with_quick(attention):
+    full, _ = attention.expand()
+    quick, _ = attention.expand(quick=True)
+    assert 0 < len(quick) < len(full)
+    assert {c.key for c in quick} <= {c.key for c in full}
+    timed = [c for c in quick if not c.numerics_only]
+    # the quick axes replace the block's axes
+    sm = [c for c in timed if c.case.op == "Softmax"]
+    assert sm and {(c.case.p["heads"], c.case.p["queries"], c.case.p["keys"]) for c in sm} == {(32, 1, 1024)}
+    rope = [c for c in timed if c.case.op == "RotaryEmbedding"]
+    assert rope and {(c.case.p["heads"], c.case.p["head_size"], c.case.p["seq"], c.case.p["layout"],
+                      c.case.p["interleaved"]) for c in rope} == {(32, 128, 128, "bsnh", 0)}
+    # blocks 2 and 4 have no `quick`: none of their cases (queries=128 Softmax, 14x64 rotary) appear
+    assert not any(c.case.op == "Softmax" and c.case.p["queries"] == 128 for c in quick)
+    assert not any(c.case.op == "RotaryEmbedding" and c.case.p["head_size"] == 64 for c in quick)
+
+
+def test_quick_true_keeps_block_and_missing_quick_skips():
+    s = suites.load(str(FIXTURES / "valid_overrides.toml"))
+    quick, _ = s.expand(quick=True)
+    assert {c.case.op for c in quick} == {"RotaryEmbedding"}  # the Softmax block has no `quick`
+    assert sorted(c.case.p["seq"] for c in quick) == [1, 4]  # quick = true: the whole block
+
+
+def test_numerics_only_cells_are_marked(attention):
+    cells, _ = attention.expand()
+    num = [c for c in cells if c.numerics_only]
+    shapes = {(c.case.op, c.case.p.get("keys"), c.case.p.get("head_size")) for c in num}
+    assert shapes == {("Softmax", 4097, None), ("Softmax", 33, None), ("RotaryEmbedding", None, 80)}
+    timed_ids = {c.case.case_id for c in cells if not c.numerics_only}
+    assert not timed_ids & {c.case.case_id for c in num}
+    # every cell whose shape is listed under `numerics` is marked, and only those
+    for c in cells:
+        odd = c.case.p.get("keys") in (4097, 33) or c.case.p.get("head_size") == 80
+        assert c.numerics_only == odd, c.label()
+
+
+def test_numerics_only_cells_not_repeated_over_cache_and_spin():
+    s = suites.load(str(FIXTURES / "valid_overrides.toml"))
+    cells, _ = s.expand(max_threads=64)
+    num = [c for c in cells if c.numerics_only]
+    assert len(num) == 2 * 2  # 2 dtypes x 2 threads, first cache/spin mode only
+    assert {(c.cache, c.spin) for c in num} == {("warm", "off")}
+    timed_sm = [c for c in cells if c.case.op == "Softmax" and not c.numerics_only]
+    assert len(timed_sm) == 2 * 2 * 2 * 2 * 2  # keys x dtypes x threads x cache x spin
+
+
+def test_threads_above_max_are_skipped_with_a_note(attention):
+    cells, notes = attention.expand(max_threads=1)
+    assert {c.threads for c in cells} == {1}
+    assert len(notes) == 1
+    assert "threads=2" in notes[0] and "1 usable core" in notes[0]
+    full, notes_full = attention.expand(max_threads=2)
+    assert notes_full == [] and len(full) == 2 * len(cells)
+    cells3, notes3 = attention.expand(threads=[1, 3, 8], max_threads=2)
+    assert {c.threads for c in cells3} == {1}
+    assert any("threads=3" in n and "2 usable cores" in n for n in notes3)
+    assert any("threads=8" in n for n in notes3)
+
+
+def test_command_line_overrides(attention):
+    cells, _ = attention.expand(dtypes_=["float16"], threads=[3], cache=["cold"], spin=["on"])
+    assert cells
+    timed = [c for c in cells if not c.numerics_only]
+    assert {c.dtype for c in cells} == {"f16"}  # aliases are canonicalized
+    assert {c.threads for c in cells} == {3}
+    assert {(c.cache, c.spin) for c in timed} == {("cold", "on")}
+    assert all(c.device == "cpu" for c in cells)
+    base, _ = attention.expand()
+    assert len({c.case.case_id for c in cells}) == len({c.case.case_id for c in base})
+
+
+def test_block_overrides_beat_suite_and_command_line_beats_block():
+    s = suites.load(str(FIXTURES / "valid_overrides.toml"))
+    cells, notes = s.expand(max_threads=2)
+    sm = [c for c in cells if c.case.op == "Softmax" and not c.numerics_only]
+    assert {c.dtype for c in sm} == {"f16", "bf16"}
+    assert {c.threads for c in sm} == {2}
+    assert {c.cache for c in sm} == {"warm", "cold"} and {c.spin for c in sm} == {"off", "on"}
+    assert notes == ["threads=4 skipped: this host has 2 usable cores"]
+    rope = [c for c in cells if c.case.op == "RotaryEmbedding"]
+    assert {(c.dtype, c.threads, c.cache, c.spin) for c in rope} == {("f32", 1, "warm", "off")}
+    cli, _ = s.expand(dtypes_=["f32"], threads=[1], cache=["warm"], spin=["off"])
+    assert {(c.dtype, c.threads, c.cache, c.spin) for c in cli} == {("f32", 1, "warm", "off")}
+
+
+def test_expand_with_filters(attention):
+    cells, _ = attention.expand(filters=[filters.parse("op=softmax keys=..512 dtype=float32 threads=1")])
+    assert cells and all(c.case.op == "Softmax" and c.case.p["keys"] <= 512 and c.dtype == "f32"
+                         and c.threads == 1 for c in cells)
+    with pytest.raises(UsageError, match="did you mean 'keys'"):
+        attention.expand(filters=[filters.parse("keyz=1")])
+
+
+# ---- validation errors: one fixture file each ----
+
+ERRORS = [
+    # file, what must appear (the key or value at fault), what the fix looks like (regex)
+    ("unknown_top_level_key.toml", "'op'", r"did you mean 'ops'"),
+    ("unknown_suite_key.toml", "'dtype'", r"did you mean 'dtypes'"),
+    ("unknown_block_key.toml", "'axis'", r"did you mean 'axes'"),
+    ("unknown_op.toml", "'Softmx'", r"did you mean 'Softmax'"),
+    ("unknown_axis_param.toml", "'keyz'", r"did you mean 'keys'"),
+    ("wrong_type_threads.toml", "threads", r"must be (a )?positive integer"),
+    ("bad_cache.toml", "cache", r"warm.*cold"),
+    ("bad_dtype.toml", "dtype", r"f32, f16, bf16"),
+    ("empty_axis.toml", "keys", r"at least one|remove|give|e\.g\."),
+    ("missing_name.toml", "name", r'name = "'),
+    ("missing_ops.toml", "[[ops]]", r"at least one \[\[ops\]\]"),
+    ("invalid_toml.toml", "TOML", r"line 3"),
+    ("quick_unknown_param.toml", "'kyes'", r"did you mean 'keys'|parameters: .*keys"),
+    ("out_of_range.toml", "keys", r">= 1"),
+    ("bad_choice.toml", "layout", r"'bsnh', 'bnsh'"),
+    ("bad_block_spin.toml", "spin", r"off, on"),
+    # quick and numerics shapes are validated when the file loads, like the axes
+    ("quick_out_of_range.toml", "quick", r">= 1"),
+    ("quick_empty_list.toml", "quick", r"at least one|remove|give|e\.g\."),
+    ("numerics_unknown_param.toml", "numerics", r"did you mean 'keys'"),
+]
+# values that are wrong must be quoted back to the user
+BAD_VALUES = {"wrong_type_threads.toml": "'two'", "bad_cache.toml": "'hot'", "bad_dtype.toml": "'f64'",
+              "out_of_range.toml": "got 0", "bad_choice.toml": "'bshn'", "bad_block_spin.toml": "'fast'",
+              "quick_out_of_range.toml": "got 0", "numerics_unknown_param.toml": "'keyz'"}
+
+
+def test_every_error_fixture_is_used():
+    used = {e[0] for e in ERRORS} | {"valid_overrides.toml"}
+    assert {p.name for p in FIXTURES.glob("*.toml")} == used
+
+
+@pytest.mark.parametrize("name, key, fix", ERRORS, ids=[e[0].removesuffix(".toml") for e in ERRORS])
+def test_validation_error_names_file_key_and_fix(name, key, fix):
+    path = FIXTURES / name
+    with pytest.raises(UsageError) as ei:
+        suites.load(str(path))
+    msg = str(ei.value)
+    assert str(path) in msg, msg
+    rest = msg.replace(str(path), "")  # the file name alone must not satisfy the checks below
+    assert key in rest, msg
+    assert re.search(fix, rest), f"no fix in: {msg}"
+    if name in BAD_VALUES:
+        assert BAD_VALUES[name] in rest, msg
+    assert ei.value.exit_code == 2
+
+
+def test_nested_errors_say_which_block(tmp_path):
+    p = tmp_path / "second_block.toml"
+    p.write_text('[suite]\nname = "x"\n'
+                 '[[ops]]\nop = "Softmax"\naxes = { heads = 2, queries = 1, keys = 64 }\n'
+                 '[[ops]]\nop = "Softmax"\naxes = { heads = 2, queries = 1, keys = [64, -1] }\n')
+    with pytest.raises(UsageError) as ei:
+        suites.load(str(p))
+    assert "ops[1]" in str(ei.value) and "keys" in str(ei.value)
+
+
+def test_unknown_suite_name_lists_known_suites():
+    with pytest.raises(UsageError) as ei:
+        suites.load("nonexistent")
+    msg = str(ei.value)
+    assert "'nonexistent'" in msg
+    assert "attention" in msg
+    with pytest.raises(UsageError, match="did you mean 'attention'"):
+        suites.load("atention")
