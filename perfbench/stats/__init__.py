@@ -9,7 +9,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _st
 
 BOOTSTRAP_MIN_N = 20
 BOOTSTRAP_RESAMPLES = 4000
@@ -47,6 +46,8 @@ def ratio_ci(ours: list[float], theirs: list[float], level: float = 0.95, seed: 
         lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
         method = "bootstrap"
     else:
+        from scipy import stats as _st  # imported lazily: scipy.stats costs ~1.5 s at startup
+
         half = float(_st.t.ppf((1 + level) / 2, n - 1)) * s / math.sqrt(n)
         lo, hi = m - half, m + half
         method = "t"
@@ -60,6 +61,8 @@ def one_sided_p(mean_log: float, sd_log: float, n: int, sigma_b: float, delta: f
     se = math.sqrt(sd_log**2 / n + sigma_b**2)
     if se == 0:
         return 0.0 if mean_log > delta else 1.0
+    from scipy import stats as _st
+
     t = (mean_log - delta) / se
     return float(_st.t.sf(t, max(n - 1, 1)))
 
