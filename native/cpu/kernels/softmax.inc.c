@@ -2,10 +2,10 @@
  *
  * Pass 1: row max (4 accumulators). Pass 2: e = exp(x - max) and its sum, e stored in a f32
  * "work" row. Pass 3: y = e * (1/sum), converted once to the output type.
- * The work row is y itself for f32; for f16/bf16 it is per-thread scratch (pass 1 also stores
- * the converted x there, so each element is converted and exponentiated exactly once). If the
- * scratch cannot be had (PERFBENCH_SCRATCH_MAX_BYTES, or out of memory) 16-bit rows recompute
- * exp(x - max) from x in pass 3 instead. Tails go through load_part with fill -inf (exp -> ~0). */
+ * The work row is y itself for f32; for f16/bf16 it is per-thread scratch, so each element is
+ * exponentiated and rounded to the output type exactly once. If the scratch cannot be had
+ * (PERFBENCH_SCRATCH_MAX_BYTES, or out of memory) 16-bit rows recompute exp(x - max) from x in
+ * pass 3 instead. Tails go through load_part with fill -inf (exp -> ~0). */
 static void PB_UK(PB_DT, softmax)(const void *xv, void *yv, int64_t r0, int64_t r1, int64_t n) {
     const int64_t L = PB_LANES;
     const int64_t nv = n - n % L, tail = n % L;
@@ -20,31 +20,16 @@ static void PB_UK(PB_DT, softmax)(const void *xv, void *yv, int64_t r0, int64_t 
 #else
         float *work = scratch;
 #endif
-        /* pass 1: max (16-bit with scratch: also keep the converted row) */
+        /* pass 1: max */
         vf m0 = vf_set1(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
         int64_t i = 0;
-        if (T_IS_F32 || work == NULL) {
-            for (; i + 4 * L <= n; i += 4 * L) {
-                m0 = vf_max(m0, T_LOAD(x + i));
-                m1 = vf_max(m1, T_LOAD(x + i + L));
-                m2 = vf_max(m2, T_LOAD(x + i + 2 * L));
-                m3 = vf_max(m3, T_LOAD(x + i + 3 * L));
-            }
-            for (; i < nv; i += L) m0 = vf_max(m0, T_LOAD(x + i));
-        } else {
-            for (; i + 2 * L <= n; i += 2 * L) {
-                vf a = T_LOAD(x + i), b = T_LOAD(x + i + L);
-                vf_store_f32(work + i, a);
-                vf_store_f32(work + i + L, b);
-                m0 = vf_max(m0, a);
-                m1 = vf_max(m1, b);
-            }
-            for (; i < nv; i += L) {
-                vf a = T_LOAD(x + i);
-                vf_store_f32(work + i, a);
-                m0 = vf_max(m0, a);
-            }
+        for (; i + 4 * L <= n; i += 4 * L) {
+            m0 = vf_max(m0, T_LOAD(x + i));
+            m1 = vf_max(m1, T_LOAD(x + i + L));
+            m2 = vf_max(m2, T_LOAD(x + i + 2 * L));
+            m3 = vf_max(m3, T_LOAD(x + i + 3 * L));
         }
+        for (; i < nv; i += L) m0 = vf_max(m0, T_LOAD(x + i));
         vf xt = vf_zero();
         if (tail) {
             xt = PB_UK(PB_DT, load_part)(x + nv, tail, -INFINITY);
@@ -57,16 +42,15 @@ static void PB_UK(PB_DT, softmax)(const void *xv, void *yv, int64_t r0, int64_t 
          * registers on 16-register ISAs (a spilled accumulator serializes the loop) */
         vf s0 = vf_zero();
         if (work != NULL) {
-            const float *src = T_IS_F32 ? (const float *)x : work;
             for (i = 0; i + 2 * L <= nv; i += 2 * L) {
-                vf e0 = PB_VEXP(vf_sub(vf_load_f32(src + i), vmax));
-                vf e1 = PB_VEXP(vf_sub(vf_load_f32(src + i + L), vmax));
+                vf e0 = PB_VEXP(vf_sub(T_LOAD(x + i), vmax));
+                vf e1 = PB_VEXP(vf_sub(T_LOAD(x + i + L), vmax));
                 vf_store_f32(work + i, e0);
                 vf_store_f32(work + i + L, e1);
                 s0 = vf_add(s0, vf_add(e0, e1));
             }
             for (; i < nv; i += L) {
-                vf e0 = PB_VEXP(vf_sub(vf_load_f32(src + i), vmax));
+                vf e0 = PB_VEXP(vf_sub(T_LOAD(x + i), vmax));
                 vf_store_f32(work + i, e0);
                 s0 = vf_add(s0, e0);
             }
