@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from perfbench import PROTOCOL_VERSION, SCHEMA_VERSION, dtypes, ops, suites
+from perfbench import PROTOCOL_VERSION, SCHEMA_VERSION, dtypes, ops, stats, suites
 from perfbench import filters as filt
 from perfbench.compare import verdicts
 from perfbench.errors import Interrupted, UsageError
@@ -41,6 +41,7 @@ class RunOptions:
     dtypes: list | None = None
     cache: list | None = None
     spin: list | None = None
+    devices: list | None = None
     max_time: float | None = None
     resume: int | None = None
     db: str | None = None
@@ -159,12 +160,12 @@ def derive(op, cell, outcome, peaks: list, facts) -> dict:
         pk = verdicts.pick_peak(peaks, "read", cell.threads, level, nbytes)
         work, unit = nbytes, "GB/s"
     sides = {}
+    ort_dt = dtypes.get(outcome.ort_dtype) if outcome.ort_dtype else dt
     for impl, ns, status in (("ours", outcome.ours_ns, outcome.ours_status),
                              ("ort", outcome.ort_ns, outcome.ort_status)):
-        med = float(sorted(ns)[len(ns) // 2]) if ns else None
-        if ns and len(ns) % 2 == 0:
-            med = float((sorted(ns)[len(ns) // 2 - 1] + sorted(ns)[len(ns) // 2]) / 2)
-        tp = work / med if med and med > 0 and status in ("ok", "ort-discrepancy") else None
+        med = stats.median(ns) if ns else None
+        side_work = work if impl == "ours" or op.bound == "compute" else op.bytes_moved(cell.case, ort_dt)
+        tp = side_work / med if med and med > 0 and status in ("ok", "ort-discrepancy") else None
         sides[impl] = {"median_ns": med, "throughput": tp,
                        "share": (tp / pk["value"]) if tp and pk else None}
     return {"verdict": v, "flops": flops, "bytes": nbytes, "level": level if op.bound == "memory" else None,
@@ -206,9 +207,12 @@ def record_cell(store: Store, run_id: int, cell, outcome, derived: dict, op, see
         s.add(row)
 
 
+RESUME_CONFLICTS = ("filters", "quick", "threads", "dtypes", "cache", "spin", "replicates")
+
+
 def run(opts: RunOptions, ui=None) -> int:
-    """Measure a suite; returns the run id. Every input error surfaces before the native
-    build and before any measuring."""
+    """Measure a suite; returns the run id. Every input error surfaces before the host lock,
+    the native build and any measuring."""
     ui = ui or NullUI()
     store = Store(opts.db)
     suite = suites.load(opts.suite)
@@ -225,10 +229,18 @@ def run(opts: RunOptions, ui=None) -> int:
     resume_done: set = set()
     old_build = None
     if opts.resume is not None:
+        given = [k for k in RESUME_CONFLICTS if getattr(opts, k)]
+        if given:
+            raise UsageError(f"--resume continues run {opts.resume} with its own settings; drop "
+                             + ", ".join("--" + ("filter" if k == "filters" else "dtype" if k == "dtypes" else k)
+                                         for k in given))
         with store.session() as s:
             old = repo.load_run(s, opts.resume)
             if old.suite != suite.name:
                 raise UsageError(f"run {old.id} is of suite {old.suite!r}, not {suite.name!r}")
+            if old.suite_hash != suite.text_hash:
+                raise UsageError(f"{suite.path} changed since run {old.id} was started; resuming would mix two "
+                                 "suite definitions in one run: start a new run instead.")
             if old.host_class.key != facts.class_key:
                 raise UsageError(f"run {old.id} was measured on another host class ({old.host_class.key})")
             if old.ort_version != hostinfo.versions()["onnxruntime"]:
@@ -242,32 +254,35 @@ def run(opts: RunOptions, ui=None) -> int:
             axes = old.settings.get("axes_overrides", {})
             opts.threads, opts.dtypes = axes.get("threads"), axes.get("dtypes")
             opts.cache, opts.spin = axes.get("cache"), axes.get("spin")
+            opts.devices = axes.get("devices")
 
     cells, notes = suite.expand(quick=opts.quick, dtypes_=opts.dtypes, threads=opts.threads, cache=opts.cache,
-                                spin=opts.spin, filters=flts, max_threads=facts.cores)
+                                spin=opts.spin, devices=opts.devices, filters=flts, max_threads=facts.cores)
     if not cells:
         raise UsageError(f"no cells match: suite {suite.name!r} with filters {[f.text for f in flts]}"
                          " (perfbench list --suite NAME shows the cells)")
     todo = [c for c in cells if c.key not in resume_done]
     # partial: not the whole suite at its own settings (a --max-time stop adds to this below)
-    partial = opts.quick or bool(flts) or bool(opts.threads or opts.dtypes or opts.cache or opts.spin)
+    overridden = bool(opts.threads or opts.dtypes or opts.cache or opts.spin or opts.devices)
+    partial = opts.quick or bool(flts) or overridden
     settings["axes_overrides"] = {"threads": opts.threads, "dtypes": opts.dtypes, "cache": opts.cache,
-                                  "spin": opts.spin}
+                                  "spin": opts.spin, "devices": opts.devices}
     settings["evict_bytes"] = default_evict_bytes()
 
-    info = builder.build(log=ui.info)
-    if old_build is not None and old_build != info.build_id:
-        raise UsageError(
-            f"run {opts.resume} was measured with native build {old_build}; the sources now build "
-            f"{info.build_id}. Resuming would mix two builds in one run: start a new run instead.")
-    lib = load(info)
-    git = hostinfo.git_info()
-    with store.session() as s:
-        host = repo.ensure_host(s, facts)
-        build = repo.ensure_build(s, info)
-        host_id, hc_id, build_pk = host.id, host.host_class_id, build.id
-
+    # one measuring perfbench per host from here on: building (parallel compiles) and timing
+    # would disturb a run in progress
     with host_lock(ui), signals_as_exceptions():
+        info = builder.build(log=ui.info)
+        if old_build is not None and old_build != info.build_id:
+            raise UsageError(
+                f"run {opts.resume} was measured with native build {old_build}; the sources now build "
+                f"{info.build_id}. Resuming would mix two builds in one run: start a new run instead.")
+        lib = load(info)
+        git = hostinfo.git_info()
+        with store.session() as s:
+            host = repo.ensure_host(s, facts)
+            build = repo.ensure_build(s, info)
+            host_id, hc_id, build_pk = host.id, host.host_class_id, build.id
         peaks = ensure_peaks(store, host_id, build_pk, lib, facts, ui)
         tuning = hostinfo.tuning_advice()
         if tuning:
@@ -290,13 +305,12 @@ def run(opts: RunOptions, ui=None) -> int:
             run_id = r.id
         history = _history(store, hc_id)
         est = [estimate_cell_s(ops.get(c.case.op), c, settings, peaks, facts, history) for c in todo]
-        for n in notes:
-            ui.info(n)
         ui.plan(len(todo), sum(est), notes)
         worker = Worker(info.to_dict())
         status, message = "failed", ""
         t0 = time.monotonic()
         spent_est = 0.0
+        learned_ort_dtype: dict = {}
         try:
             for i, (cell, e) in enumerate(zip(todo, est), 1):
                 elapsed = time.monotonic() - t0
@@ -315,6 +329,11 @@ def run(opts: RunOptions, ui=None) -> int:
                                 block_ms=settings["block_ms"], numerics_only=cell.numerics_only,
                                 evict_bytes=settings["evict_bytes"], evict_threads=facts.cores)
                 outcome = worker.measure(spec, float(settings["timeout_s"]), on_phase=ui.phase)
+                # a worker that died before ORT's dtype was known: use what this op/dtype had
+                if outcome.ort_dtype:
+                    learned_ort_dtype[(op.name, cell.dtype)] = outcome.ort_dtype
+                else:
+                    outcome.ort_dtype = learned_ort_dtype.get((op.name, cell.dtype), "")
                 derived = derive(op, cell, outcome, peaks, facts)
                 record_cell(store, run_id, cell, outcome, derived, op, settings["seed"])
                 spent_est += e
@@ -327,10 +346,16 @@ def run(opts: RunOptions, ui=None) -> int:
             status, message = "failed", f"{e.__class__.__name__}: {e}"
             raise
         finally:
-            worker.stop()
-            with store.session() as s:
-                r = s.get(m.Run, run_id)
-                r.status, r.finished_at, r.message = status, repo.now(), message
-                r.partial = partial  # a resumed run that measured everything is whole again
-            ui.done()
+            # a second Ctrl-C must not stop the run's status from being recorded
+            previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                worker.stop()
+                with store.session() as s:
+                    r = s.get(m.Run, run_id)
+                    r.status, r.finished_at, r.message = status, repo.now(), message
+                    r.partial = partial  # a resumed run that measured everything is whole again
+                ui.done()
+            finally:
+                for sig, h in previous.items():
+                    signal.signal(sig, h)
         return run_id

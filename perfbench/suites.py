@@ -7,6 +7,7 @@
     threads = [1, 2]            # capped at this host's cores; skipped ones are listed
     cache = ["warm"]            # warm | cold
     spin = ["off"]              # off | on
+    devices = ["cpu"]           # cpu | cuda (cuda cells need our CUDA kernels: a later issue)
     replicates = 8              # measurement settings (see docs/protocol.md)
     timeout_s = 300
 
@@ -15,7 +16,7 @@
     axes = { heads = [14, 32], queries = [1], keys = [128, 1024, 4096] }   # the product is swept
     quick = { keys = [1024] }   # --quick: these axes replaced; a block without `quick` is skipped
     numerics = [ { heads = 3, queries = 1, keys = 4097 } ]   # numerics-only odd shapes
-    # optional per-block dtypes / threads / cache / spin override the [suite] lists
+    # optional per-block dtypes / threads / cache / spin / devices override the [suite] lists
 
 Unknown keys and bad values are errors naming the file, the key and a fix.
 """
@@ -36,15 +37,17 @@ from perfbench.errors import UsageError
 from perfbench.ops.base import Case
 
 SUITE_KEYS = {
-    "name": str, "description": str, "dtypes": list, "threads": list, "cache": list, "spin": list,
+    "name": str, "description": str, "dtypes": list, "threads": list, "cache": list, "spin": list, "devices": list,
     "replicates": int, "rounds": int, "block_ms": (int, float), "timeout_s": (int, float), "seed": int,
     "quick_replicates": int,
 }
 BLOCK_KEYS = {"op": str, "axes": dict, "quick": (dict, bool), "numerics": list, "dtypes": list, "threads": list,
-              "cache": list, "spin": list}
+              "cache": list, "spin": list, "devices": list}
 CACHE_MODES = ("warm", "cold")
 SPIN_MODES = ("off", "on")
-DEFAULTS = {"dtypes": ["f32"], "threads": [1], "cache": ["warm"], "spin": ["off"], "replicates": 8, "rounds": 3,
+DEVICES = ("cpu", "cuda")
+DEFAULTS = {"dtypes": ["f32"], "threads": [1], "cache": ["warm"], "spin": ["off"], "devices": ["cpu"],
+            "replicates": 8, "rounds": 3,
             "block_ms": 3.0, "timeout_s": 300.0, "seed": 20261129, "quick_replicates": 5}
 
 
@@ -98,8 +101,8 @@ class Suite:
         return out
 
     def expand(self, *, quick: bool = False, dtypes_: list | None = None, threads: list | None = None,
-               cache: list | None = None, spin: list | None = None, filters: list | None = None,
-               max_threads: int | None = None) -> tuple[list[Cell], list[str]]:
+               cache: list | None = None, spin: list | None = None, devices: list | None = None,
+               filters: list | None = None, max_threads: int | None = None) -> tuple[list[Cell], list[str]]:
         """The cells to measure, in suite order, and notes on what was skipped and why."""
         filters = filters or []
         filt.check_names(filters, self.axes())
@@ -121,16 +124,18 @@ class Suite:
             ths = [int(t) for t in (threads or b.overrides.get("threads") or self.settings["threads"])]
             cms = cache or b.overrides.get("cache") or self.settings["cache"]
             sps = spin or b.overrides.get("spin") or self.settings["spin"]
+            dvs = devices or b.overrides.get("devices") or self.settings["devices"]
+            _check_list(dvs, DEVICES, "devices", "devices")
             for t in ths:
                 if max_threads and t > max_threads:
                     skipped_threads.add(t)
             ths = [t for t in ths if not max_threads or t <= max_threads]
             for case_list, numerics_only in ((cases, False), (numerics, True)):
                 for case in case_list:
-                    for dt, t, c, s in itertools.product(dts, ths, cms, sps):
+                    for dv, dt, t, c, s in itertools.product(dvs, dts, ths, cms, sps):
                         if numerics_only and (c != cms[0] or s != sps[0]):
                             continue  # numerics do not depend on cache or spin
-                        cell = Cell(case, dt, t, c, s, "cpu", numerics_only)
+                        cell = Cell(case, dt, t, c, s, dv, numerics_only)
                         if cell.key in seen or not filt.matches(filters, cell):
                             continue
                         seen.add(cell.key)
@@ -195,6 +200,8 @@ def _check_common_lists(table: dict, where: str) -> None:
         _check_list(table["cache"], CACHE_MODES, where, "cache")
     if "spin" in table:
         _check_list(table["spin"], SPIN_MODES, where, "spin")
+    if "devices" in table:
+        _check_list(table["devices"], DEVICES, where, "devices")
 
 
 def resolve_path(name_or_path: str) -> Path:
@@ -256,7 +263,7 @@ def load(name_or_path: str) -> Suite:
         if not all(isinstance(x, dict) for x in numerics):
             raise UsageError(f"{bw}: numerics must be a list of tables like {{ heads = 3, keys = 4097 }}")
         block = Block(op.name, axes, quick, numerics,
-                      {k: b[k] for k in ("dtypes", "threads", "cache", "spin") if k in b}, bw)
+                      {k: b[k] for k in ("dtypes", "threads", "cache", "spin", "devices") if k in b}, bw)
         # validate every case now (names, types, ranges, choices): errors surface before any
         # build or measurement, labelled with where they are
         _validate_sweep(op, axes, f"{bw}.axes")

@@ -39,8 +39,8 @@ def test_expand_full_sweep_counts(attention):
     timed = [c for c in cells if not c.numerics_only]
     # Softmax 2x1x4 + 2x1x2, Rotary 4x2x2 twice = 8 + 4 + 16 + 16 = 44 cases, x 3 dtypes x 2 threads
     assert len(timed) == 44 * 3 * 2
-    # 4 numerics-only shapes x 3 dtypes x 2 threads (once each: numerics do not depend on cache/spin)
-    assert len(cells) - len(timed) == 4 * 3 * 2
+    # 7 numerics-only shapes x 3 dtypes x 2 threads (once each: numerics do not depend on cache/spin)
+    assert len(cells) - len(timed) == 7 * 3 * 2
     assert len({c.key for c in cells}) == len(cells)
 
 
@@ -101,12 +101,13 @@ def test_numerics_only_cells_are_marked(attention):
     cells, _ = attention.expand()
     num = [c for c in cells if c.numerics_only]
     shapes = {(c.case.op, c.case.p.get("keys"), c.case.p.get("head_size")) for c in num}
-    assert shapes == {("Softmax", 4097, None), ("Softmax", 33, None), ("RotaryEmbedding", None, 80)}
+    assert shapes == {("Softmax", 4097, None), ("Softmax", 4105, None), ("Softmax", 33, None),
+                      ("RotaryEmbedding", None, 80), ("RotaryEmbedding", None, 36)}
     timed_ids = {c.case.case_id for c in cells if not c.numerics_only}
     assert not timed_ids & {c.case.case_id for c in num}
     # every cell whose shape is listed under `numerics` is marked, and only those
     for c in cells:
-        odd = c.case.p.get("keys") in (4097, 33) or c.case.p.get("head_size") == 80
+        odd = c.case.p.get("keys") in (4097, 4105, 33) or c.case.p.get("head_size") in (80, 36)
         assert c.numerics_only == odd, c.label()
 
 

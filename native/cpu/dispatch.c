@@ -9,6 +9,9 @@
 #ifndef PB_BUILD_FLAGS
 #define PB_BUILD_FLAGS "unknown"
 #endif
+#ifndef PB_COMPILER
+#define PB_COMPILER "cc"
+#endif
 
 /* best first; portable16 is a test path and never chosen automatically */
 static const pb_isa *const g_isas[] = {
@@ -84,7 +87,7 @@ int pb_isa_select(const char *name) {
 
 int pb_abi_version(void) { return PB_ABI_VERSION; }
 
-const char *pb_build_info(void) { return "compiler=gcc " __VERSION__ "; flags=" PB_BUILD_FLAGS; }
+const char *pb_build_info(void) { return "compiler=" PB_COMPILER " " __VERSION__ "; flags=" PB_BUILD_FLAGS; }
 
 /* ---- kernels by name, for the timing loop ---- */
 static const struct {

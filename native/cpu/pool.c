@@ -139,6 +139,7 @@ int32_t pb_threads_for(int32_t max_threads, int64_t work, int64_t grain) {
 
 int pb_parallel_for(int32_t nthreads, int64_t ntasks, pb_range_fn fn, void *ctx) {
     if (ntasks <= 0) return PB_OK;
+    if (nthreads > PB_MAX_THREADS) nthreads = PB_MAX_THREADS;
     if (nthreads > ntasks) nthreads = (int32_t)ntasks;
     if (nthreads <= 1) {
         fn(ctx, 0, ntasks);

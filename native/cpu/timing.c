@@ -55,12 +55,18 @@ static void evict_range(void *ctx, int64_t begin, int64_t end) {
     e->sink ^= acc;
 }
 
+/* Evicts caches by reading one byte per line of buf with `threads` threads (each core's L2 and
+ * the shared L3), then quiesces the pool so the next (timed) call starts from sleeping workers
+ * whatever the spin policy: both sides of a cold cell start alike. */
 int pb_evict(void *buf, int64_t bytes, int32_t threads) {
-    if (buf == NULL || bytes < 64 || threads < 1)
-        return pb_fail(PB_ERR_INVALID_ARGUMENT, "pb_evict: need a buffer of >= 64 bytes and threads >= 1");
+    if (buf == NULL || bytes < 64 || threads < 1 || threads > pb_pool_max_threads())
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "pb_evict: need a buffer of >= 64 bytes and 1..%d threads (got %d)",
+                       (int)pb_pool_max_threads(), (int)threads);
     evict_ctx e = {buf, bytes, 0};
     /* 1024 slices split across the threads */
-    return pb_parallel_for(threads, 1024, evict_range, &e);
+    int rc = pb_parallel_for(threads, 1024, evict_range, &e);
+    if (rc != PB_OK) return rc;
+    return pb_pool_quiesce();
 }
 
 int pb_time_cold(const char *kernel, const void *args, int64_t calls, void *evict_buf, int64_t evict_bytes,

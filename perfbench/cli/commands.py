@@ -52,6 +52,8 @@ class TerminalUI:
 
     def plan(self, n, est_s, notes):
         self.t0 = time.monotonic()
+        for note in notes:
+            self.info(note)
         self.info(f"measuring {n} cells, estimated {_fmt_s(est_s)} on this host")
 
     def start_cell(self, i, n, cell, eta_s):
@@ -137,6 +139,9 @@ def _suite_options(f):
                      help="Cache mode: warm (repeated calls) or cold (caches evicted before each call).")(f)
     f = click.option("--spin", multiple=True, type=click.Choice(["off", "on"]),
                      help="Thread-pool spin policy, the same for ours and ORT (default off).")(f)
+    f = click.option("--device", "device", multiple=True, type=click.Choice(["cpu", "cuda"]),
+                     help="Device (default: the suite's, cpu). CUDA kernels come in a later issue: cuda cells "
+                          "report no-kernel until then.")(f)
     f = click.option("--suite", default="attention", show_default=True, metavar="NAME|FILE",
                      help="A suite in suites/ by name, or a path to a .toml file.")(f)
     return f
@@ -153,8 +158,8 @@ def _suite_options(f):
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the final table.")
 @click.option("-o", "--output", metavar="FILE", help="Write the final table to FILE instead of stdout.")
-def run(suite, filters, quick, threads, dtype, cache, spin, max_time, resume, replicates, runner_label, db, fmt,
-        output):
+def run(suite, filters, quick, threads, dtype, cache, spin, device, max_time, resume, replicates, runner_label, db,
+        fmt, output):
     """Measure a suite: ours vs ORT on every cell, numerics first, then timing.
 
     Prints how many cells it will measure and an estimate, then progress (cell i/N, ETA), then
@@ -178,7 +183,8 @@ def run(suite, filters, quick, threads, dtype, cache, spin, max_time, resume, re
     opts = runner.RunOptions(suite=suite, filters=list(filters), quick=quick,
                              threads=[int(t) for t in split_list(threads) or []] or None,
                              dtypes=split_list(dtype), cache=list(cache) or None, spin=list(spin) or None,
-                             max_time=max_time, resume=resume, db=db, replicates=replicates,
+                             devices=list(device) or None, max_time=max_time, resume=resume, db=db,
+                             replicates=replicates,
                              runner_label=runner_label)
     ui = TerminalUI()
     run_id = runner.run(opts, ui)
@@ -195,17 +201,18 @@ def run(suite, filters, quick, threads, dtype, cache, spin, max_time, resume, re
 
 @cli.command("list")
 @_suite_options
-def list_cmd(suite, filters, quick, threads, dtype, cache, spin):
+def list_cmd(suite, filters, quick, threads, dtype, cache, spin, device):
     """Print the cells a run would measure, without measuring."""
     from perfbench.store.hostinfo import usable_cores
 
     s = suites.load(suite)
     cells, notes = s.expand(quick=quick, dtypes_=split_list(dtype),
                             threads=[int(t) for t in split_list(threads) or []] or None,
-                            cache=list(cache) or None, spin=list(spin) or None,
+                            cache=list(cache) or None, spin=list(spin) or None, devices=list(device) or None,
                             filters=[filt.parse(f) for f in filters], max_threads=usable_cores())
     for c in cells:
-        click.echo(f"{c.case.case_id}  dtype={c.dtype} threads={c.threads} cache={c.cache} spin={c.spin}"
+        click.echo(f"{c.case.case_id}  dtype={c.dtype} threads={c.threads} device={c.device} cache={c.cache} "
+                   f"spin={c.spin}"
                    + ("  [numerics only]" if c.numerics_only else ""))
     for n in notes:
         click.echo(n, err=True)
@@ -215,11 +222,13 @@ def list_cmd(suite, filters, quick, threads, dtype, cache, spin):
 @cli.command()
 @click.argument("ref", default="latest")
 @click.option("--suite", help="Suite for `latest`-style references (default: any).")
+@click.option("--host-class", "host_class", metavar="KEY",
+              help="Host class for `latest`-style references (default: this host's; `perfbench runs` shows them).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS + ["pyperf"]), default="table", show_default=True,
               help="pyperf writes a pyperf JSON file (-o) for `python -m pyperf stats/hist/compare_to`.")
 @click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of stdout.")
 @click.option("--db", metavar="URL", help=DB_HELP)
-def show(ref, suite, fmt, output, db):
+def show(ref, suite, host_class, fmt, output, db):
     """Show a stored run. REF: ID, latest, latest@BRANCH or sha:PREFIX (CONTRACTS §5).
 
     `latest` is the newest complete, non-partial run on this host class; name a partial run
@@ -236,7 +245,11 @@ def show(ref, suite, fmt, output, db):
 
             from perfbench.store import models as m
 
-            hc = s.scalar(select(m.HostClass).where(m.HostClass.key == hostinfo.host_facts().class_key))
+            key = host_class or hostinfo.host_facts().class_key
+            hc = s.scalar(select(m.HostClass).where(m.HostClass.key == key))
+            if hc is None and host_class:
+                known = [k for (k,) in s.execute(select(m.HostClass.key))]
+                raise UsageError(f"no host class {host_class!r} in this database; known: {known}")
             hc_id = hc.id if hc else -1
         rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=hc_id)
         r = repo.load_run(s, rid)
@@ -262,7 +275,7 @@ def runs(limit, db):
         for r in rows:
             click.echo(f"{r.id:5d}  {r.started_at:%Y-%m-%d %H:%M}  {r.suite:12s} {r.status:11s}"
                        f"{' partial' if r.partial else '        '}  {len(r.cells):4d} cells  "
-                       f"{(r.git_sha or '')[:10]:10s} {r.branch or ''}  {r.hostname}")
+                       f"{(r.git_sha or '')[:10]:10s} {r.branch or ''}  {r.hostname}  [{r.host_class.key}]")
 
 
 @cli.command()

@@ -19,7 +19,7 @@ LEGEND = (
     "set lives in (`perfbench peaks`)."
 )
 DISPATCH_NOTE = ("† ORT below 10 µs: its time includes its executor's per-node dispatch "
-                 "(≈{:.2f} µs here, `perfbench selfcheck`), which ours does not pay.")
+                 "({}, `perfbench selfcheck`), which ours does not pay.")
 
 
 def fmt_ns(ns) -> str:
@@ -122,10 +122,15 @@ def table(doc: dict, dispatch_ns: float | None = None, color: bool = False) -> s
                       str(k["win"]), str(k["loss"]), str(k["undecided"]), str(k["fail"]), str(k["n/a"]),
                       "-" if s["geomean_ratio"] is None else f"{s['geomean_ratio']:.3f}"])
     out.append(_grid(sh, srows, color))
+    o = doc.get("overall") or {}
+    if o.get("fast_1") is not None:
+        out.append(f"overall: fast_1 {100 * o['fast_1']:.0f}% of {o['due']} cells due; "
+                   + ", ".join(f"{k} {v}" for k, v in o["counts"].items() if v))
     out.append("")
     out.append(_wrap(LEGEND))
     if dagger:
-        out.append(_wrap(DISPATCH_NOTE.format((dispatch_ns or 160.0) / 1e3)))
+        disp = f"≈{dispatch_ns / 1e3:.2f} µs here" if dispatch_ns else "not measured on this host yet"
+        out.append(_wrap(DISPATCH_NOTE.format(disp)))
     return "\n".join(out)
 
 
@@ -213,8 +218,20 @@ def to_csv(doc: dict) -> str:
     return buf.getvalue()
 
 
+def _json_safe(v):
+    """JSON has no NaN or infinity: non-finite numbers become the strings "inf", "-inf", "nan"
+    (an infinite error means a non-finite value where the oracle was finite)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
+
+
 def to_json(doc: dict) -> str:
-    return json.dumps(doc, indent=2, default=str) + "\n"
+    return json.dumps(_json_safe(doc), indent=2, default=str, allow_nan=False) + "\n"
 
 
 def to_pyperf(doc: dict, path: str) -> int:

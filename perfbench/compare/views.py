@@ -73,9 +73,16 @@ class _V:
         self.verdict, self.ratio = verdict, ratio
 
 
+def overall(cells: list[dict]) -> dict:
+    objs = [_V(c["verdict"], c["ratio"]) for c in cells]
+    return {"fast_1": verdicts.fast_1(objs), "counts": verdicts.counts(objs),
+            "due": sum(1 for c in cells if c["verdict"] != "n/a")}
+
+
 def document(run) -> dict:
     cells = [cell_view(c) for c in sorted(run.cells, key=lambda c: c.id)]
-    return {"schema_version": SCHEMA_VERSION, "run": run_view(run), "cells": cells, "summary": summaries(cells)}
+    return {"schema_version": SCHEMA_VERSION, "run": run_view(run), "cells": cells, "summary": summaries(cells),
+            "overall": overall(cells)}
 
 
 def short_case(case_id: str, op_name: str, params: dict) -> str:

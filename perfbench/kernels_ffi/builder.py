@@ -172,7 +172,7 @@ def build(source_dir: Path | None = None, build_root: Path | None = None, *, for
     build_root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{bid}-", dir=build_root))
     try:
-        define_flags = flags + [f'-DPB_BUILD_FLAGS="{" ".join(flags)}"']
+        define_flags = flags + [f'-DPB_BUILD_FLAGS="{" ".join(flags)}"', f'-DPB_COMPILER="{os.path.basename(cc)}"']
         jobs = [(s, []) for s in COMMON_UNITS] + [("isa/" + u[1], u[2]) for u in units]
 
         def compile_one(job):

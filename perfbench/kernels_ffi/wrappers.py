@@ -13,6 +13,7 @@ from perfbench.errors import UsageError
 from perfbench.kernels_ffi.library import Library
 
 MAX_THREADS = 256
+DEVICES = {"cpu": 0, "cuda": 1}  # PB_DEVICE_*
 
 
 @dataclass
@@ -49,8 +50,14 @@ def _check_threads(threads: int, kernel: str) -> int:
     return int(threads)
 
 
-def _exec(args, threads: int) -> None:
-    args.exec.device = 0
+def _check_device(device: str, kernel: str) -> int:
+    if device not in DEVICES:
+        raise UsageError(f"{kernel}: device={device!r}, expected one of {', '.join(DEVICES)}")
+    return DEVICES[device]
+
+
+def _exec(args, threads: int, device: str = "cpu", kernel: str = "") -> None:
+    args.exec.device = _check_device(device, kernel)
     args.exec.num_threads = threads
 
 
@@ -60,7 +67,7 @@ def noop(lib: Library, threads: int = 1) -> KernelCall:
     return KernelCall(lib, "noop", args)
 
 
-def softmax(lib: Library, x: np.ndarray, y: np.ndarray, threads: int) -> KernelCall:
+def softmax(lib: Library, x: np.ndarray, y: np.ndarray, threads: int, device: str = "cpu") -> KernelCall:
     """Softmax over the last axis of x into y (same shape and dtype; y may be x)."""
     k = "softmax"
     _check_array(x, "x", k)
@@ -73,7 +80,7 @@ def softmax(lib: Library, x: np.ndarray, y: np.ndarray, threads: int) -> KernelC
     cols = x.shape[-1]
     rows = int(np.prod(x.shape[:-1], dtype=np.int64)) if x.ndim > 1 else 1
     args = lib.ffi.new("pb_softmax_args*")
-    _exec(args, _check_threads(threads, k))
+    _exec(args, _check_threads(threads, k), device, k)
     args.dtype = dt.onnx
     args.rows, args.cols = rows, cols
     args.x, args.y = lib.ptr(x), lib.ptr(y)
@@ -82,7 +89,7 @@ def softmax(lib: Library, x: np.ndarray, y: np.ndarray, threads: int) -> KernelC
 
 def rotary_embedding(lib: Library, x: np.ndarray, position_ids: np.ndarray, cos_cache: np.ndarray,
                      sin_cache: np.ndarray, out: np.ndarray, *, interleaved: bool, num_heads: int | None = None,
-                     threads: int = 1) -> KernelCall:
+                     threads: int = 1, device: str = "cpu") -> KernelCall:
     """com.microsoft RotaryEmbedding. x: (B, S, N*H) with num_heads given, or (B, N, S, H)."""
     k = "rotary_embedding"
     for name, a in (("input", x), ("position_ids", position_ids), ("cos_cache", cos_cache), ("sin_cache", sin_cache)):
@@ -94,6 +101,8 @@ def rotary_embedding(lib: Library, x: np.ndarray, position_ids: np.ndarray, cos_
             raise UsageError(f"{k}: {name} dtype {a.dtype} differs from input dtype {x.dtype}")
     if out.shape != x.shape:
         raise UsageError(f"{k}: output shape {out.shape} differs from input shape {x.shape}")
+    if num_heads is not None and (isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer))):
+        raise UsageError(f"{k}: num_heads must be an integer, got {num_heads!r}")
     if x.ndim == 3:
         if not num_heads or x.shape[2] % num_heads:
             raise UsageError(f"{k}: 3-D input (B, S, N*H) needs num_heads dividing {x.shape[2]}, got {num_heads}")
@@ -113,7 +122,7 @@ def rotary_embedding(lib: Library, x: np.ndarray, position_ids: np.ndarray, cos_
     if position_ids.size and (position_ids.min() < 0 or position_ids.max() >= max_pos):
         raise UsageError(f"{k}: position_ids must lie in [0, {max_pos}), got [{position_ids.min()}, {position_ids.max()}]")
     args = lib.ffi.new("pb_rotary_embedding_args*")
-    _exec(args, _check_threads(threads, k))
+    _exec(args, _check_threads(threads, k), device, k)
     args.dtype = dt.onnx
     args.layout = layout
     args.interleaved = 1 if interleaved else 0
@@ -143,6 +152,10 @@ def cast(lib: Library, src: np.ndarray, dst: np.ndarray, threads: int = 1) -> Ke
 
 def peak(lib: Library, kind: str, iters: int, threads: int) -> tuple[KernelCall, object, object]:
     """peak_fma_f32 or peak_bf16_dot; returns (call, flops_out, method_out)."""
+    if kind not in ("peak_fma_f32", "peak_bf16_dot"):
+        raise UsageError(f"peak: kind={kind!r}, expected peak_fma_f32 or peak_bf16_dot")
+    if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 1:
+        raise UsageError(f"{kind}: iters={iters!r}, expected a positive integer")
     args = lib.ffi.new("pb_peak_args*")
     _exec(args, _check_threads(threads, kind))
     flops = lib.ffi.new("int64_t*")
@@ -153,6 +166,11 @@ def peak(lib: Library, kind: str, iters: int, threads: int) -> tuple[KernelCall,
 
 
 def read_bandwidth(lib: Library, buf: np.ndarray, threads: int) -> KernelCall:
+    """Reads buf (a contiguous float32 array of at least one element) with `threads` threads."""
+    k = "read_bandwidth"
+    _check_array(buf, "buf", k)
+    if buf.dtype != np.float32 or buf.size < 1:
+        raise UsageError(f"{k}: buf must be a non-empty float32 array, got {buf.dtype}{buf.shape}")
     args = lib.ffi.new("pb_read_args*")
     _exec(args, _check_threads(threads, "read_bandwidth"))
     sink = lib.ffi.new("float[]", threads)

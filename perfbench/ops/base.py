@@ -165,8 +165,8 @@ class Op:
     def output_shapes(self, case: Case) -> dict:
         return {name: shape for name, shape in self.graph(case).outputs}
 
-    def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int):
-        """A KernelCall writing into `outputs` (arrays of the cell's dtype)."""
+    def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int, device: str = "cpu"):
+        """A KernelCall writing into `outputs` (arrays of the cell's dtype) on `device`."""
         raise NotImplementedError
 
     def oracle(self, case: Case, inputs: dict) -> dict:

@@ -22,17 +22,19 @@ _INT_TYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32}
 
 
 def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1) -> bytes:
-    """`copies` identical nodes on the same inputs, every output a graph output (so ORT's
-    common-subexpression elimination cannot merge them). Output j of copy k is `<name>__k`."""
+    """`copies` identical nodes, every output a graph output (so ORT's common-subexpression
+    elimination cannot merge them) and every copy reading its own graph inputs (so ORT cannot
+    share the Casts it inserts around an op between copies: each copy pays its own). Input i of
+    copy k is `<name>__k`, output j is `<name>__k`; Bound binds all copies to the same buffers."""
     def elem(t):
         return dtype.onnx if t == "float" else _INT_TYPES[t]
 
-    g_inputs = [helper.make_tensor_value_info(n, elem(t), list(shape)) for n, t, shape in spec.inputs]
-    nodes, g_outputs = [], []
+    g_inputs, nodes, g_outputs = [], [], []
     for k in range(copies):
+        g_inputs += [helper.make_tensor_value_info(f"{n}__{k}", elem(t), list(shape)) for n, t, shape in spec.inputs]
         outs = [f"{n}__{k}" for n, _ in spec.outputs]
         nodes.append(
-            helper.make_node(spec.op_type, [n for n, _, _ in spec.inputs], outs, name=f"node{k}",
+            helper.make_node(spec.op_type, [f"{n}__{k}" for n, _, _ in spec.inputs], outs, name=f"node{k}",
                              domain=spec.domain or None, **spec.attrs)
         )
         g_outputs += [helper.make_tensor_value_info(o, dtype.onnx, list(shape))
@@ -81,10 +83,10 @@ class Bound:
         self.outputs = outputs
         self._keep = []
         for name, _, _ in spec.inputs:
-            arr = inputs[name]
-            value = ort.OrtValue.ortvalue_from_numpy(arr)
+            value = ort.OrtValue.ortvalue_from_numpy(inputs[name])
             self._keep.append(value)
-            self.binding.bind_ortvalue_input(name, value)
+            for k in range(copies):
+                self.binding.bind_ortvalue_input(f"{name}__{k}", value)
         for name, _shape in spec.outputs:
             buf = outputs[name]
             for k in range(copies):
@@ -121,15 +123,24 @@ def profile_path(spec: GraphSpec, dtype: dtypes.DType, threads: int, spin: str, 
     return kind, ops
 
 
-def count_node_runs(model: bytes, threads: int, inputs: dict, outputs: dict, spec: GraphSpec, copies: int) -> int:
-    """How many node executions of spec.op_type one run performs (for the K-copy check)."""
+def node_runs(model: bytes, threads: int, inputs: dict, outputs: dict, spec: GraphSpec, copies: int) -> dict:
+    """Node executions per op type in one run (for the K-copy check: K times the 1-copy counts)."""
     with tempfile.TemporaryDirectory(prefix="perfbench-prof-") as d:
         sess = make_session(model, threads, "off", profile_dir=d)
         Bound(sess, spec, copies, inputs, outputs).run()
         with open(sess.end_profiling()) as f:
             events = json.load(f)
-    return sum(1 for e in events if e.get("cat") == "Node" and e.get("args", {}).get("op_name") == spec.op_type
-               and e.get("name", "").endswith("_kernel_time"))
+    counts: dict = {}
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            op = e.get("args", {}).get("op_name")
+            counts[op] = counts.get(op, 0) + 1
+    return counts
+
+
+def count_node_runs(model: bytes, threads: int, inputs: dict, outputs: dict, spec: GraphSpec, copies: int) -> int:
+    """How many node executions of spec.op_type one run performs."""
+    return node_runs(model, threads, inputs, outputs, spec, copies).get(spec.op_type, 0)
 
 
 def to_ort_dtype(arrays: dict, dtype: dtypes.DType) -> dict:

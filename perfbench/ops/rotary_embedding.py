@@ -80,9 +80,11 @@ def _m_interleave(op, case, x):
 
 
 def _tail_len(case) -> int:
-    """Elements a 16-lane loop without a tail would leave unrotated (0: no tail at this H)."""
+    """Elements a vector loop without its tail would leave unrotated: the remainder modulo 8
+    lanes if any, else modulo 16 (0: no tail at this head size)."""
     h = case.p["head_size"]
-    return h % 16 if case.p["interleaved"] else (h // 2) % 16
+    n = h if case.p["interleaved"] else h // 2
+    return n % 8 or n % 16
 
 
 def _m_tail(op, case, x):
@@ -174,11 +176,12 @@ class RotaryEmbedding(Op):
             "sin_cache": np.ascontiguousarray(np.sin(ang).astype(dtype.numpy)),
         }
 
-    def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int):
+    def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int, device: str = "cpu"):
         p = case.p
         return wrappers.rotary_embedding(
             lib, inputs["input"], inputs["position_ids"], inputs["cos_cache"], inputs["sin_cache"],
             outputs["output"], interleaved=bool(p["interleaved"]), num_heads=p["heads"], threads=threads,
+            device=device,
         )
 
     def oracle(self, case: Case, inputs: dict) -> dict:

@@ -39,8 +39,9 @@ def ensure_host(s: Session, facts) -> m.Host:
 def ensure_build(s: Session, info) -> m.Build:
     b = s.scalar(select(m.Build).where(m.Build.build_id == info.build_id))
     if b is None:
+        isa_flags = [f"{isa}: {' '.join(fl)}" for isa, fl in sorted(info.isa_flags.items())]
         b = m.Build(build_id=info.build_id, source_hash=info.source_hash, compiler=info.compiler,
-                    compiler_version=info.compiler_version, flags=list(info.flags),
+                    compiler_version=info.compiler_version, flags=list(info.flags) + isa_flags,
                     isa_compiled=list(info.isa_compiled), created_at=now())
         s.add(b)
         s.flush()

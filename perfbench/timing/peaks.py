@@ -25,7 +25,8 @@ def _best_loop(call, per_iter_guess_ns: float, target_ns: float = TARGET_NS) -> 
     return iters, best
 
 
-def measure(lib, thread_counts: list[int], l2: int | None, l3: int | None, log=lambda m: None) -> list[dict]:
+def measure(lib, thread_counts: list[int], l2: int | None, l3: int | None, log=lambda m: None,
+            dram_bytes: int | None = None, target_ns: float = TARGET_NS) -> list[dict]:
     out = []
     l2 = l2 or 512 * 1024
     l3 = l3 or 16 * 1024**2
@@ -33,10 +34,9 @@ def measure(lib, thread_counts: list[int], l2: int | None, l3: int | None, log=l
         for kind in ("fma_f32", "bf16_dot"):
             call, flops, method = wrappers.peak(lib, "peak_" + kind, 100_000, t)
             call.run()
-            per_call = flops[0]
             elapsed = min(call.time_warm(1) for _ in range(REPEATS))
-            # scale iterations so one call lasts ~TARGET_NS
-            iters = max(1000, int(100_000 * TARGET_NS / max(elapsed, 1)))
+            # scale iterations so one call lasts ~target_ns
+            iters = max(1000, int(100_000 * target_ns / max(elapsed, 1)))
             call, flops, method = wrappers.peak(lib, "peak_" + kind, iters, t)
             call.run()
             best = min(call.time_warm(1) for _ in range(REPEATS))
@@ -45,11 +45,12 @@ def measure(lib, thread_counts: list[int], l2: int | None, l3: int | None, log=l
             out.append({"kind": kind, "threads": t, "level": None, "working_set_bytes": None, "value": value,
                         "unit": "GFLOP/s", "method": lib.string(method[0]), "isa": lib.isa_active})
             log(f"  {kind:9s} threads={t}: {value:8.1f} GFLOP/s ({lib.string(method[0])})")
-        sizes = [("L2", l2 // 2 * t), ("L3", l3 // 4), ("L3", l3 * 3 // 4), ("DRAM", max(DRAM_BYTES, 8 * l3))]
+        dram = dram_bytes or max(DRAM_BYTES, 8 * l3)
+        sizes = [("L2", l2 // 2 * t), ("L3", l3 // 4), ("L3", l3 * 3 // 4), ("DRAM", dram)]
         for level, ws in sizes:
             buf = np.ones(ws // 4, dtype=np.float32)
             call = wrappers.read_bandwidth(lib, buf, t)
-            iters, best = _best_loop(call, 1.0)
+            iters, best = _best_loop(call, 1.0, target_ns)
             value = ws * iters / best  # bytes per ns = GB/s
             out.append({"kind": "read", "threads": t, "level": level, "working_set_bytes": ws, "value": value,
                         "unit": "GB/s", "method": "streaming read, 8 accumulators", "isa": lib.isa_active})

@@ -5,22 +5,29 @@ overhead removed.
 
 * Ours (warm): a native loop of `iters` calls on warm buffers, timed in C; per call =
   loop / iters minus the per-call floor of the same loop around a no-op kernel.
-* ORT (warm): the differential estimate. A graph whose K copies of the node are each a graph
-  output, all K outputs bound through IOBinding to one shared buffer; per call =
-  (t_K - t_1) / (K - 1), the medians of alternating K-copy and 1-copy runs within a block.
+* ORT (warm): the differential estimate. A graph of K copies of the node, each copy reading
+  its own graph inputs and writing graph outputs (so ORT can neither merge copies nor share
+  the Casts it inserts), all copies' inputs bound to the same buffers and all their outputs to
+  one shared buffer through IOBinding; per call = (t_K - t_1) / (K - 1).
 * Cold (both sides): each call timed alone after touching a buffer larger than the last-level
-  cache, minus that side's harness floor measured the same way (our no-op kernel; ORT's
-  1-node run of a trivial graph).
+  cache (then quiescing our pool), minus that side's harness floor measured the same way (our
+  no-op kernel; ORT's 1-node run of a trivial graph).
 
 A replicate is fresh ORT sessions and fresh buffers; within it ours and ORT alternate in
-blocks of at least `block_ms` (quiescing our pool between blocks). One ours/ORT ratio per
-replicate: ours is the median of that replicate's blocks; ORT's is the differential of the
-medians of all its K-copy and 1-copy runs in the replicate (robust to one slow run when a
-large op fits only one run per block).
+blocks of at least `block_ms`, each block preceded by one untimed call of that side (so no
+block starts from the other side's cache state) and by quiescing our pool. ORT's K-copy and
+1-copy runs alternate within its block, the order flipping every round. One ours/ORT ratio
+per replicate: ours is the median of the replicate's blocks; ORT's is the differential of the
+medians of all its K-copy and 1-copy runs in the replicate (one slow run cannot turn a large
+op's estimate negative when only one run fits a block).
+
+Progress phases are reported as "ours: ...", "ort: ..." or "harness: ...", so that a crash or
+a hang is attributed to the side that was running.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -32,12 +39,13 @@ from perfbench import ops as ops_pkg
 from perfbench.errors import NativeError, UsageError
 from perfbench.kernels_ffi import EvictBuffer, wrappers
 from perfbench.ops import ort as ortlib
-from perfbench.ops.base import to_f64
+from perfbench.ops.base import GraphSpec, to_f64
 from perfbench.timing.caches import last_level_bytes
 
 SPIN_ON_US = 100  # our pool's spin time under the "on" policy
 TARGET_DIFF_NS = 300_000  # K is chosen so the K-copy run exceeds the 1-copy run by ~this
 MAX_K = 64
+ORT_PROVIDERS = {"cpu": "CPUExecutionProvider"}  # ORT on other devices comes with their kernels
 
 
 @dataclass
@@ -90,23 +98,30 @@ class CellOutcome:
         return asdict(self)
 
 
-class Harness:
-    """Per-worker state: the loaded library, floors measured once, the eviction buffer."""
+class OrtSideError(Exception):
+    """ORT failed while being timed: the cell's ORT status, never ours."""
 
-    def __init__(self, lib, progress=lambda phase: None):
+
+class Harness:
+    """Per-worker state: the loaded library, floors measured once, the eviction buffer.
+
+    progress(phase, **facts) reports what is running (and facts the parent keeps if the worker
+    dies: the ORT dtype)."""
+
+    def __init__(self, lib, progress=lambda phase, **facts: None):
         self.lib = lib
         self.progress = progress
-        self._ours_floor: dict = {}
-        self._ort_cold_floor: dict = {}
+        self._floors: dict = {}
         self._evict: dict = {}
 
     # ---- floors ----
     def ours_warm_floor(self, threads: int) -> float:
-        if threads not in self._ours_floor:
+        key = ("ours-warm", threads)
+        if key not in self._floors:
             call = wrappers.noop(self.lib, threads)
             iters = 200_000
-            self._ours_floor[threads] = min(call.time_warm(iters) for _ in range(3)) / iters
-        return self._ours_floor[threads]
+            self._floors[key] = min(call.time_warm(iters) for _ in range(3)) / iters
+        return self._floors[key]
 
     def evict_buffer(self, spec: CellSpec) -> EvictBuffer:
         key = (spec.evict_bytes, spec.evict_threads)
@@ -116,73 +131,84 @@ class Harness:
         return self._evict[key]
 
     def ours_cold_floor(self, spec: CellSpec) -> float:
-        key = ("cold", spec.threads, spec.evict_bytes)
-        if key not in self._ours_floor:
+        key = ("ours-cold", spec.threads, spec.evict_bytes)
+        if key not in self._floors:
             call = wrappers.noop(self.lib, spec.threads)
-            self._ours_floor[key] = float(np.median(call.time_cold(31, self.evict_buffer(spec))))
-        return self._ours_floor[key]
+            self._floors[key] = float(np.median(call.time_cold(31, self.evict_buffer(spec))))
+        return self._floors[key]
 
-    def ort_warm_floor(self, spec: CellSpec) -> float:
-        """ORT's fixed cost of one IOBinding run (a 1-node Identity graph), for choosing K."""
-        key = ("warm", spec.threads, spec.spin)
-        if key not in self._ort_cold_floor:
-            bound = self._identity_session(spec)
-            for _ in range(50):
-                bound.run()
-            self._ort_cold_floor[key] = min(_time_once(bound) for _ in range(200))
-        return self._ort_cold_floor[key]
-
-    def _identity_session(self, spec: CellSpec):
-        gs = ops_pkg.base.GraphSpec("Identity", "", 13, [("x", "float", (1,))], [("y", (1,))])
+    def _identity(self, spec: CellSpec):
+        gs = GraphSpec("Identity", "", 13, [("x", "float", (1,))], [("y", (1,))])
         sess = ortlib.make_session(ortlib.build_model(gs, dtypes.F32), spec.threads, spec.spin)
         return ortlib.Bound(sess, gs, 1, {"x": np.ones(1, np.float32)}, {"y": np.empty(1, np.float32)})
 
+    def ort_warm_floor(self, spec: CellSpec) -> float:
+        """ORT's fixed cost of one IOBinding run (a 1-node Identity graph), for choosing K."""
+        key = ("ort-warm", spec.threads, spec.spin)
+        if key not in self._floors:
+            bound = self._identity(spec)
+            for _ in range(50):
+                bound.run()
+            self._floors[key] = min(_time_once(bound) for _ in range(200))
+        return self._floors[key]
+
     def ort_cold_floor(self, spec: CellSpec) -> float:
-        """ORT's harness floor: a 1-node graph of a trivial op run cold, the way cells are."""
-        key = (spec.threads, spec.spin, spec.evict_bytes)
-        if key not in self._ort_cold_floor:
-            bound = self._identity_session(spec)
+        """ORT's harness floor for cold cells: the Identity graph run cold, the way cells are."""
+        key = ("ort-cold", spec.threads, spec.spin, spec.evict_bytes)
+        if key not in self._floors:
+            bound = self._identity(spec)
             bound.run()
             ev = self.evict_buffer(spec)
             ts = []
             for _ in range(31):
                 self.lib.evict(ev)
-                t0 = time.perf_counter_ns()
-                bound.run()
-                ts.append(time.perf_counter_ns() - t0)
-            self._ort_cold_floor[key] = float(np.median(ts))
-        return self._ort_cold_floor[key]
+                ts.append(_time_once(bound))
+            self._floors[key] = float(np.median(ts))
+        return self._floors[key]
 
     # ---- one cell ----
     def measure(self, spec: CellSpec) -> CellOutcome:
         t_start = time.perf_counter()
         out = CellOutcome(isa=self.lib.isa_active)
+        self.progress("harness: inputs")
         op = ops_pkg.get(spec.op)
         case = op.make_case(dict(spec.params))
         dt = dtypes.get(spec.dtype)
-        rng = np.random.default_rng(spec.seed)
-        inputs = op.make_inputs(case, dt, rng)
+        inputs = op.make_inputs(case, dt, np.random.default_rng(spec.seed))
         graph = op.graph(case)
         shapes = op.output_shapes(case)
+        rows = op.row_sizes(case)
         self.lib.set_spin(SPIN_ON_US if spec.spin == "on" else 0)
+        self.progress("harness: oracle")
+        oracle = op.oracle(case, to_f64(inputs))
+        floor = op.floor(dt.name)
+        out.floor = floor
 
-        # which ORT dtype: the cell's own, else the op's declared substitute (CONTRACTS §2)
-        self.progress("ort-session")
+        # which ORT dtype: the cell's own, else the op's declared substitute (CONTRACTS §2). A
+        # session is only created here (the cell key's timing definition needs the answer even
+        # if the worker dies later).
+        self.progress("ort: session")
         ort_dt = self._ort_dtype(op, graph, dt, spec, out)
-        ort_inputs = ortlib.to_ort_dtype(inputs, ort_dt) if ort_dt else None
+        if ort_dt is not None:
+            self.progress("ort: dtype", ort_dtype=ort_dt.name)
 
-        # ---- numerics first: a mismatch is a failed cell, never a timing ----
-        self.progress("ours-numerics")
+        # ---- numerics first: a mismatch is a failed cell, never a timing. Ours runs before
+        # ORT's numerics, and its error is reported, so that if ORT then crashes or hangs, ours
+        # is still judged (CONTRACTS §8: where ORT cannot run the case, tol = floor)
+        self.progress("ours: numerics")
         ours_out = {n: np.empty(s, dt.numpy) for n, s in shapes.items()}
         try:
-            op.prepare_ours(self.lib, case, inputs, ours_out, spec.threads).run()
+            op.prepare_ours(self.lib, case, inputs, ours_out, spec.threads, device=spec.device).run()
+            self.progress("ours: numerics done", ours_err=numerics.max_error(ours_out, oracle, rows), floor=floor)
         except (NativeError, UsageError) as e:
             out.ours_status = "no-kernel" if isinstance(e, NativeError) and e.status == 2 else "error"
             out.ours_message = str(e)
             ours_out = None
+
+        ort_inputs = ortlib.to_ort_dtype(inputs, ort_dt) if ort_dt else None
         ort_out = None
         if ort_dt is not None:
-            self.progress("ort-numerics")
+            self.progress("ort: numerics")
             ort_out = {n: np.empty(s, ort_dt.numpy) for n, s in shapes.items()}
             try:
                 sess = ortlib.make_session(ortlib.build_model(graph, ort_dt), spec.threads, spec.spin)
@@ -196,12 +222,9 @@ class Harness:
                 out.ort_status, out.ort_message = "error", f"ORT failed: {e}"
                 ort_out = None
 
-        self.progress("oracle")
-        oracle = op.oracle(case, to_f64(inputs))
-        floor = op.floor(dt.name)
-        out.floor = floor
+        self.progress("harness: gate")
         if ours_out is not None:
-            g = numerics.gate(ours_out, ort_out, oracle, op.row_sizes(case), floor)
+            g = numerics.gate(ours_out, ort_out, oracle, rows, floor)
             out.err_ours, out.err_ort, out.err_ours_vs_ort, out.tol = g.err_ours, g.err_ort, g.err_ours_vs_ort, g.tol
             if not g.ours_ok:
                 out.ours_status = "mismatch"
@@ -210,7 +233,7 @@ class Harness:
                 out.ort_status = "ort-discrepancy"
                 out.ort_message = f"ORT departs from the oracle: err(ORT)={g.err_ort:.3g} > 10 x floor {floor:g}"
         elif ort_out is not None:
-            out.err_ort = numerics.max_error(ort_out, oracle, op.row_sizes(case))
+            out.err_ort = numerics.max_error(ort_out, oracle, rows)
 
         can_time_ours = out.ours_status == "ok"
         can_time_ort = out.ort_status in ("ok", "ort-discrepancy")
@@ -219,21 +242,39 @@ class Harness:
             return out
 
         # ---- timing ----
-        if spec.cache == "cold":
-            self._time_cold(op, case, dt, ort_dt, graph, shapes, inputs, spec, out)
-        else:
-            self._time_warm(op, case, dt, ort_dt, graph, shapes, inputs, spec, out)
-        res = max(self.lib.timer_resolution_ns(), 1)
-        if out.ours_ns and np.median(out.ours_ns) <= res:
-            out.ours_status, out.ours_message = "below-resolution", (
-                f"our per-call time {np.median(out.ours_ns):.1f} ns is at or below the timer resolution")
-        if out.ort_ns and np.median(out.ort_ns) <= res:
-            out.ort_status, out.ort_message = "below-resolution", (
-                f"ORT's differential estimate {np.median(out.ort_ns):.1f} ns is at or below zero / the timer resolution")
+        try:
+            if spec.cache == "cold":
+                self._time_cold(op, case, dt, ort_dt, graph, shapes, inputs, spec, out)
+            else:
+                self._time_warm(op, case, dt, ort_dt, graph, shapes, inputs, spec, out)
+        except OrtSideError as e:
+            out.ort_status, out.ort_message = "error", f"ORT failed while being timed: {e}"
+            out.ours_ns, out.ort_ns = [], []
+        except NativeError as e:
+            out.ours_status, out.ours_message = "error", f"our kernel failed while being timed: {e}"
+            out.ours_ns, out.ort_ns = [], []
+        self._check_resolution(out)
         out.wall_s = time.perf_counter() - t_start
         return out
 
+    def _check_resolution(self, out: CellOutcome) -> None:
+        """A replicate at or below zero / the timer's resolution: that side is below-resolution
+        (CONTRACTS §3), never a ratio."""
+        res = max(self.lib.timer_resolution_ns(), 1)
+        for side, what in (("ours", "our per-call time"), ("ort", "ORT's differential estimate")):
+            values = getattr(out, f"{side}_ns")
+            low = [v for v in values if v <= res]
+            if values and low and getattr(out, f"{side}_status") in ("ok", "ort-discrepancy"):
+                setattr(out, f"{side}_status", "below-resolution")
+                setattr(out, f"{side}_message",
+                        f"{what} was at or below {res} ns (zero / the timer's resolution) in {len(low)} of "
+                        f"{len(values)} replicates (lowest {min(low):.0f} ns): the op is too small to resolve")
+
     def _ort_dtype(self, op, graph, dt, spec, out):
+        if spec.device not in ORT_PROVIDERS:
+            out.ort_status = "no-kernel"
+            out.ort_message = f"perfbench runs ORT on {', '.join(ORT_PROVIDERS)} only so far (device {spec.device})"
+            return None
         for cand in [dt.name] + ([op.ort_substitute[dt.name]] if dt.name in op.ort_substitute else []):
             cdt = dtypes.get(cand)
             try:
@@ -253,13 +294,16 @@ class Harness:
         """Fresh buffers (same bytes) and fresh ORT sessions for one replicate."""
         mine = {k: v.copy() for k, v in inputs.items()}
         ours_out = {n: np.empty(s, dt.numpy) for n, s in shapes.items()}
-        call = op.prepare_ours(self.lib, case, mine, ours_out, spec.threads)
+        call = op.prepare_ours(self.lib, case, mine, ours_out, spec.threads, device=spec.device)
         theirs = ortlib.to_ort_dtype(inputs, ort_dt) if ort_dt.name != dt.name else {k: v.copy() for k, v in inputs.items()}
         ort_out = {n: np.empty(s, ort_dt.numpy) for n, s in shapes.items()}
         bound = {}
-        for k in sorted(set(copies)):
-            sess = ortlib.make_session(ortlib.build_model(graph, ort_dt, k), spec.threads, spec.spin)
-            bound[k] = ortlib.Bound(sess, graph, k, theirs, ort_out)
+        try:
+            for k in sorted(set(copies)):
+                sess = ortlib.make_session(ortlib.build_model(graph, ort_dt, k), spec.threads, spec.spin)
+                bound[k] = ortlib.Bound(sess, graph, k, theirs, ort_out)
+        except Exception as e:  # noqa: BLE001
+            raise OrtSideError(f"creating the {k}-copy session: {e}") from e
         return call, bound
 
     def _time_warm(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, out):
@@ -269,33 +313,44 @@ class Harness:
         K = iters = runs = None
         gap = 0.002 if spec.spin == "on" else 0.0  # let ORT's spinning workers stop
         for rep in range(spec.replicates):
-            self.progress(f"replicate {rep + 1}/{spec.replicates}")
             if K is None:
-                # calibrate K from a 1-copy run, our iterations from one call
+                # calibrate K from a 1-copy run minus ORT's fixed cost, our iterations from one call
+                self.progress("ort: calibration")
                 call, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1])
-                for _ in range(3):
-                    bound[1].run()
-                t1 = min(_time_once(bound[1]) for _ in range(5))
-                est = max(t1 - self.ort_warm_floor(spec), 200.0)  # the op alone, roughly
+                with ort_side():
+                    for _ in range(3):
+                        bound[1].run()
+                    t1 = min(_time_once(bound[1]) for _ in range(5))
+                est = max(t1 - self.ort_warm_floor(spec), 200.0)
                 K = int(min(MAX_K, max(2, math.ceil(TARGET_DIFF_NS / est) + 1)))
+                self.progress("ours: calibration")
                 call.run()
                 one = min(call.time_warm(1) for _ in range(3))
                 iters = int(max(1, math.ceil(block_ns / max(one, 1))))
-                runs = int(max(1, math.ceil(block_ns / max(t1 * (K + 1), 1))))
-                out.K, out.ours_iters, out.ort_runs = K, iters, runs
+            self.progress(f"ort: replicate {rep + 1}/{spec.replicates} sessions")
             call, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1, K])
-            call.run()  # warm up both sides once
-            bound[K].run()
-            bound[1].run()
+            if runs is None:
+                with ort_side():
+                    bound[K].run()
+                    bound[1].run()
+                    pair = _time_once(bound[K]) + _time_once(bound[1])
+                runs = int(max(1, math.ceil(block_ns / max(pair, 1))))
+                out.K, out.ours_iters, out.ort_runs = K, iters, runs
             ob, tb, all_k, all_1 = [], [], [], []
-            for _ in range(spec.rounds):
+            for rnd in range(spec.rounds):
+                self.progress(f"ours: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
                 self.lib.quiesce()
+                call.run()  # untimed: the block starts from our own cache state
                 ob.append(call.time_warm(iters) / iters - floor)
+                self.progress(f"ort: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
                 self.lib.quiesce()
+                order = (K, 1) if rnd % 2 == 0 else (1, K)
                 tk, t1s = [], []
-                for _ in range(runs):
-                    tk.append(_time_once(bound[K]))
-                    t1s.append(_time_once(bound[1]))
+                with ort_side():
+                    bound[order[0]].run()  # untimed warm-up, as ours
+                    for _ in range(runs):
+                        for k in order:
+                            (tk if k == K else t1s).append(_time_once(bound[k]))
                 tb.append((float(np.median(tk)) - float(np.median(t1s))) / (K - 1))
                 all_k += tk
                 all_1 += t1s
@@ -304,39 +359,52 @@ class Harness:
             out.ours_blocks.append(ob)
             out.ort_blocks.append(tb)
             out.ours_ns.append(float(np.median(ob)))
-            # ORT's replicate estimate from the medians of all its K-copy and 1-copy runs in the
-            # replicate: one slow run (a page fault, a neighbour) cannot turn it negative
             out.ort_ns.append((float(np.median(all_k)) - float(np.median(all_1))) / (K - 1))
 
     def _time_cold(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, out):
         ev = self.evict_buffer(spec)
+        self.progress("harness: cold floors")
         ours_floor = self.ours_cold_floor(spec)
-        ort_floor = self.ort_cold_floor(spec)
+        with ort_side():
+            ort_floor = self.ort_cold_floor(spec)
         out.ours_floor_ns, out.ort_floor_ns = ours_floor, ort_floor
         calls = None
         for rep in range(spec.replicates):
-            self.progress(f"replicate {rep + 1}/{spec.replicates}")
+            self.progress(f"ort: replicate {rep + 1}/{spec.replicates} sessions")
             call, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1])
             call.run()
-            bound[1].run()
+            with ort_side():
+                bound[1].run()
             if calls is None:
                 one = call.time_cold(1, ev)[0]
                 calls = int(min(64, max(5, math.ceil(spec.block_ms * 1e6 / max(one + 2e6, 1)))))
                 out.ours_iters = out.ort_runs = calls
             ob, tb = [], []
-            for _ in range(spec.rounds):
-                self.lib.quiesce()
+            for rnd in range(spec.rounds):
+                self.progress(f"ours: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
                 ob.append(float(np.median(call.time_cold(calls, ev))) - ours_floor)
-                self.lib.quiesce()
+                self.progress(f"ort: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
                 ts = []
-                for _ in range(calls):
-                    self.lib.evict(ev)
-                    ts.append(_time_once(bound[1]))
+                with ort_side():
+                    for _ in range(calls):
+                        self.lib.evict(ev)  # evicts, then quiesces our pool, as before our calls
+                        ts.append(_time_once(bound[1]))
                 tb.append(float(np.median(ts)) - ort_floor)
             out.ours_blocks.append(ob)
             out.ort_blocks.append(tb)
             out.ours_ns.append(float(np.median(ob)))
             out.ort_ns.append(float(np.median(tb)))
+
+
+@contextlib.contextmanager
+def ort_side():
+    """An ORT step: any exception in it is ORT's failure, not ours (our native errors pass)."""
+    try:
+        yield
+    except (NativeError, OrtSideError):
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise OrtSideError(str(e)) from e
 
 
 def _time_once(bound) -> float:

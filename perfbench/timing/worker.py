@@ -25,7 +25,7 @@ def _worker_main(conn, build_info: dict) -> None:
         from perfbench.timing.protocol import Harness
 
         lib = load(BuildInfo(**build_info))
-        harness = Harness(lib, progress=lambda phase: conn.send(("phase", phase)))
+        harness = Harness(lib, progress=lambda phase, **facts: conn.send(("phase", phase, facts)))
         conn.send(("ready", {"isa": lib.isa_active, "pid": os.getpid()}))
     except BaseException:  # noqa: BLE001
         conn.send(("fatal", traceback.format_exc()))
@@ -46,7 +46,9 @@ def _worker_main(conn, build_info: dict) -> None:
 
 
 def _side_of(phase: str) -> str:
-    return "ort" if phase.startswith("ort") else "ours"
+    """Which side a phase belongs to: "ours: ...", "ort: ...", else the harness."""
+    side = phase.split(":", 1)[0].strip()
+    return side if side in ("ours", "ort") else "harness"
 
 
 class Worker:
@@ -106,50 +108,66 @@ class Worker:
             self.start()
         self.conn.send(("cell", asdict(spec)))
         deadline = time.monotonic() + timeout_s
-        phase = "starting"
+        phase = "harness: starting"
+        facts: dict = {}
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                return _failed("timeout", phase, f"cell did not finish within {timeout_s:.0f} s (during {phase})")
+                return _failed("timeout", phase, f"cell did not finish within {timeout_s:.0f} s (during {phase})",
+                               facts)
             try:
                 ready = self.conn.poll(min(left, 1.0))
             except (OSError, EOFError):
                 ready = True
             if not ready:
                 if not self.proc.is_alive():
-                    return self._crashed(phase)
+                    return self._crashed(phase, facts)
                 continue
             try:
                 msg = self.conn.recv()
             except (EOFError, OSError):
-                return self._crashed(phase)
+                return self._crashed(phase, facts)
             if msg[0] == "phase":
                 phase = msg[1]
+                facts.update(msg[2])
                 if on_phase:
                     on_phase(phase)
             elif msg[0] == "done":
                 return CellOutcome(**msg[1])
             elif msg[0] == "error":
-                out = CellOutcome()
-                out.ours_status, out.ours_message = "error", msg[1]
-                out.ort_status, out.ort_message = "error", "not measured: the harness failed on this cell"
-                return out
+                # an exception in the harness (not in a timed side: those become statuses there)
+                return _failed("error", phase, f"{msg[1]} (during {phase})", facts)
 
-    def _crashed(self, phase: str) -> CellOutcome:
+    def _crashed(self, phase: str, facts: dict) -> CellOutcome:
         self.proc.join(timeout=5)
         code = self.proc.exitcode
         self.kill()
         how = f"signal {-code} ({signal.Signals(-code).name})" if code is not None and code < 0 else f"exit {code}"
-        return _failed("crashed", phase, f"worker died with {how} during {phase}")
+        return _failed("crashed", phase, f"worker died with {how} during {phase}", facts)
 
 
-def _failed(status: str, phase: str, message: str) -> CellOutcome:
-    out = CellOutcome()
+def _failed(status: str, phase: str, message: str, facts: dict | None = None) -> CellOutcome:
+    """The outcome of a cell whose worker failed. The status goes to the side whose phase was
+    running; a harness failure counts against ours (it is our tool failing the cell). When ORT
+    failed after our numerics were checked, ours keeps its verdict judged at the floor (where
+    ORT cannot run the case, tol = floor), so an ORT failure never fails our cell."""
+    facts = facts or {}
+    out = CellOutcome(ort_dtype=facts.get("ort_dtype", ""))
     side = _side_of(phase)
-    other = "ort" if side == "ours" else "ours"
+    if side == "harness":
+        side = "ours"
     setattr(out, f"{side}_status", status)
     setattr(out, f"{side}_message", message)
-    setattr(out, f"{other}_status", "error")
-    setattr(out, f"{other}_message", f"not measured: the worker {status} during {phase}")
+    if side == "ort" and "ours_err" in facts:
+        out.err_ours, out.tol, out.floor = facts["ours_err"], facts["floor"], facts["floor"]
+        if not out.err_ours <= out.tol:
+            out.ours_status = "mismatch"
+            out.ours_message = f"numerics: err(ours)={out.err_ours:.3g} > floor {out.tol:g} (ORT could not be compared)"
+        else:
+            out.ours_message = f"numerics judged at the floor: ORT {status} before it could be compared"
+    else:
+        other = "ort" if side == "ours" else "ours"
+        setattr(out, f"{other}_status", "error")
+        setattr(out, f"{other}_message", f"not measured: the worker {status} during {phase}")
     return out

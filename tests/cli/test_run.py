@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -88,12 +89,51 @@ def test_show_formats_and_pyperf_export(env, tmp_path):
     assert "RotaryEmbedding" in st.stdout
 
 
-def test_latest_ignores_partial_runs(env):
-    # only partial (quick/filtered) runs so far in this module's database, unless a full one ran
-    full = db_rows(env, "select count(*) from runs where suite='tiny' and partial=0 and status='complete'")[0][0]
-    r = pb(env, "show", "latest", "--suite", "tiny")
-    if full == 0:
-        assert r.returncode == 2 and "partial run" in r.stderr
+def test_latest_ignores_partial_runs(env, tmp_path):
+    e = dict(env, PERFBENCH_DB=f"sqlite:///{tmp_path / 'latest.db'}")
+    assert pb(e, "run", "--suite", TINY, "--quick", "--filter", "dtype=f32").returncode == 0
+    r = pb(e, "show", "latest", "--suite", "tiny")
+    assert r.returncode == 2 and "name a partial run by its ID" in r.stderr
+    assert pb(e, "run", "--suite", TINY).returncode == 0  # the whole suite: not partial
+    doc = json.loads(pb(e, "show", "latest", "--suite", "tiny", "--format", "json").stdout)
+    assert doc["run"]["partial"] is False and doc["run"]["id"] == 2
+
+
+def test_spin_on_measures_both_sides_spinning(env):
+    r = pb(env, "run", "--suite", TINY, "--quick", "--spin", "on", "--dtype", "f32")
+    assert r.returncode == 0, r.stderr
+    run_id = db_rows(env, "select max(id) from runs")[0][0]
+    rows = db_rows(env, "select spin, verdict from cells where run_id = ?", run_id)
+    assert rows and {sp for sp, _ in rows} == {"on"}
+    assert " spin" in r.stdout  # the table marks the spin policy
+
+
+def test_a_second_run_waits_for_the_host_lock(env):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time\nfrom perfbench.runner import host_lock, NullUI\n"
+                               "with host_lock(NullUI()):\n    print('held', flush=True)\n    time.sleep(6)"],
+        env=env, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    t0 = time.time()
+    r = pb(env, "run", "--suite", TINY, "--quick", "--dtype", "f32", "--filter", "op=Softmax keys=64")
+    waited = time.time() - t0
+    holder.wait(timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "holds the host lock" in r.stderr and f"pid {holder.pid}" in r.stderr
+    assert waited >= 3  # it measured only after the holder let go
+
+
+def test_resume_refuses_other_settings_and_a_changed_suite(env, tmp_path):
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(Path(TINY).read_text())
+    r = pb(env, "run", "--suite", str(suite), "--max-time", "0.001", "--dtype", "f32")
+    assert r.returncode == 0, r.stderr
+    run_id = db_rows(env, "select max(id) from runs")[0][0]
+    r = pb(env, "run", "--suite", str(suite), "--resume", str(run_id), "--quick")
+    assert r.returncode == 2 and "drop --quick" in r.stderr
+    suite.write_text(suite.read_text().replace("replicates = 3", "replicates = 4"))
+    r = pb(env, "run", "--suite", str(suite), "--resume", str(run_id))
+    assert r.returncode == 2 and "changed since run" in r.stderr
 
 
 def test_failures_are_recorded_and_exit_1(env):

@@ -56,7 +56,7 @@ def _store_run(url, suite="attention", case_id_override=None):
     store = Store(url)
     facts = HostFacts(hostname="host-a", cpu_model="Test CPU", cores=2, os_family="Linux")
     info = SimpleNamespace(build_id="b1", source_hash="src", compiler="cc", compiler_version="cc 1", flags=["-O2"],
-                           isa_compiled=["avx2"])
+                           isa_compiled=["avx2"], isa_flags={"avx2": ["-mavx2"]})
     sm = ops.get("Softmax")
     with store.session() as s:
         host = repo.ensure_host(s, facts)

@@ -28,12 +28,15 @@ ORT_THREADS = 1
 CASES = {
     "Softmax": [
         {"heads": 3, "queries": 1, "keys": 4097},
+        {"heads": 3, "queries": 1, "keys": 4105},
         {"batch": 2, "heads": 2, "queries": 3, "keys": 33},
         {"heads": 32, "queries": 1, "keys": 1024},
     ],
     "RotaryEmbedding": [
         {"batch": 2, "seq": 33, "heads": 3, "head_size": 80},
         {"batch": 2, "seq": 5, "heads": 2, "head_size": 80, "layout": "bnsh", "interleaved": 1},
+        {"batch": 2, "seq": 7, "heads": 3, "head_size": 36},
+        {"batch": 2, "seq": 7, "heads": 3, "head_size": 36, "layout": "bnsh", "interleaved": 1},
         {"seq": 128, "heads": 32, "head_size": 128, "layout": "bsnh", "interleaved": 0},
     ],
 }

@@ -43,7 +43,8 @@ def test_build_model_is_loadable(op_name, copies):
     assert [o.name for o in model.graph.output] == expect
     sess = ortlib.make_session(blob, 1, "off")  # ORT accepts this IR version
     assert [o.name for o in sess.get_outputs()] == expect
-    assert [i.name for i in sess.get_inputs()] == [n for n, _, _ in spec.inputs]
+    # every copy reads its own inputs (so inserted Casts cannot be shared between copies)
+    assert [i.name for i in sess.get_inputs()] == [f"{n}__{k}" for k in range(copies) for n, _, _ in spec.inputs]
 
 
 @pytest.mark.parametrize("op_name", list(CASES))
@@ -60,6 +61,19 @@ def test_k_copies_execute_k_times_into_one_shared_buffer(op_name):
     # and the single-copy graph runs once
     one = {n: np.empty_like(v) for n, v in outputs.items()}
     assert ortlib.count_node_runs(ortlib.build_model(spec, dtypes.F32, 1), 1, inputs, one, spec, 1) == 1
+
+
+@pytest.mark.parametrize("op_name", list(CASES))
+def test_k_copies_pay_k_times_every_node_incl_inserted_casts(op_name):
+    """f16 Softmax runs as a function body with Casts: the K-copy graph must run every node of
+    it K times, input Casts included, or the differential would leave them out."""
+    K = 4
+    op, case, spec, inputs, outputs = _cell(op_name, dtypes.F16)
+    one = ortlib.node_runs(ortlib.build_model(spec, dtypes.F16, 1), 1, inputs, outputs, spec, 1)
+    many = ortlib.node_runs(ortlib.build_model(spec, dtypes.F16, K), 1, inputs, outputs, spec, K)
+    assert many == {k: K * v for k, v in one.items()}
+    if op_name == "Softmax":
+        assert one.get("Cast", 0) >= 2  # the function body's input and output Casts
 
 
 def test_bound_binds_all_copies_to_the_same_buffer():

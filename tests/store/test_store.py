@@ -37,7 +37,8 @@ def facts(hostname="host-a", cpu="Test CPU X (family 6 model 85)", cores=2, os_f
 
 
 BUILD = SimpleNamespace(build_id="build-1", source_hash="src1", compiler="gcc", compiler_version="gcc 13.2",
-                        flags=["-O3", "-march=x86-64-v3"], isa_compiled=["avx2", "avx512"])
+                        flags=["-O3", "-march=x86-64-v3"], isa_compiled=["avx2", "avx512"],
+                        isa_flags={"avx2": ["-mavx2", "-mfma"], "avx512": ["-mavx512f"]})
 
 
 @pytest.fixture()
@@ -266,7 +267,8 @@ def test_ensure_build_is_idempotent(store):
         b1 = repo.ensure_build(s, BUILD).id
         b2 = repo.ensure_build(s, BUILD).id
         assert b1 == b2
-        assert s.get(m.Build, b1).flags == ["-O3", "-march=x86-64-v3"]
+        # the flags of every ISA path are recorded with the build
+        assert s.get(m.Build, b1).flags == ["-O3", "-march=x86-64-v3", "avx2: -mavx2 -mfma", "avx512: -mavx512f"]
 
 
 PEAKS_1 = [

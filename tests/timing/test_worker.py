@@ -35,14 +35,16 @@ def test_healthy_cell_is_measured(worker):
 
 
 def test_crash_is_recorded_and_next_cell_gets_a_fresh_worker(worker):
+    worker.start()
+    crashed_pid = worker.info["pid"]
     out = worker.measure(spec("CrashingOp"), timeout_s=60)
     assert out.ours_status == "crashed"
-    assert "SIGSEGV" in out.ours_message and "ours-numerics" in out.ours_message
-    assert out.ort_status == "error"  # not measured, said so
-    first_pid = None
+    assert "SIGSEGV" in out.ours_message and "ours: numerics" in out.ours_message
+    assert out.ort_status == "error" and "not measured" in out.ort_message
+    assert not worker.alive()  # the crashed worker is gone
     healthy = worker.measure(spec("Softmax"), timeout_s=60)
     assert healthy.ours_status == "ok"
-    assert worker.info["pid"] != first_pid
+    assert worker.alive() and worker.info["pid"] != crashed_pid
 
 
 def test_hang_times_out_and_worker_is_replaced(worker):

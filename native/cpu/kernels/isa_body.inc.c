@@ -15,16 +15,11 @@
 
 #include "vexp.inc.c"
 
-/* partial loads of f32 buffers (tails): n < PB_LANES elements, or n < PB_LANES/2 pairs */
+/* partial loads of f32 buffers (tails): n < PB_LANES elements */
 static inline vf pb_f32_load_part(const float *p, int64_t n) {
     float buf[PB_LANES];
     for (int i = 0; i < PB_LANES; i++) buf[i] = i < n ? p[i] : 0.0f;
     return vf_load_f32(buf);
-}
-static inline vf pb_f32_load_dup_part(const float *p, int64_t n) {
-    float buf[PB_LANES / 2];
-    for (int i = 0; i < PB_LANES / 2; i++) buf[i] = i < n ? p[i] : 0.0f;
-    return vf_load_dup_f32(buf);
 }
 
 /* ---- float32 ---- */
@@ -34,7 +29,6 @@ static inline vf pb_f32_load_dup_part(const float *p, int64_t n) {
 #define T_LOAD vf_load_f32
 #define T_STORE vf_store_f32
 #define T_STORE_EXACT vf_store_f32
-#define T_LOAD_DUP vf_load_dup_f32
 #define T_FROM_F32(f) (f)
 #define T_TO_F32(v) (v)
 #include "elementwise.inc.c"
@@ -46,7 +40,6 @@ static inline vf pb_f32_load_dup_part(const float *p, int64_t n) {
 #undef T_LOAD
 #undef T_STORE
 #undef T_STORE_EXACT
-#undef T_LOAD_DUP
 #undef T_FROM_F32
 #undef T_TO_F32
 
@@ -57,7 +50,6 @@ static inline vf pb_f32_load_dup_part(const float *p, int64_t n) {
 #define T_LOAD vf_load_f16
 #define T_STORE vf_store_f16
 #define T_STORE_EXACT vf_store_f16
-#define T_LOAD_DUP vf_load_dup_f16
 #define T_FROM_F32(f) pb_f32_to_f16(f)
 #define T_TO_F32(v) pb_f16_to_f32(v)
 #include "elementwise.inc.c"
@@ -69,7 +61,6 @@ static inline vf pb_f32_load_dup_part(const float *p, int64_t n) {
 #undef T_LOAD
 #undef T_STORE
 #undef T_STORE_EXACT
-#undef T_LOAD_DUP
 #undef T_FROM_F32
 #undef T_TO_F32
 
@@ -82,7 +73,6 @@ static inline vf pb_f32_load_dup_part(const float *p, int64_t n) {
 #define T_STORE vf_store_bf16_rne
 /* casts from arbitrary f32 */
 #define T_STORE_EXACT vf_store_bf16
-#define T_LOAD_DUP vf_load_dup_bf16
 #define T_FROM_F32(f) pb_f32_to_bf16(f)
 #define T_TO_F32(v) pb_bf16_to_f32(v)
 #include "elementwise.inc.c"
@@ -94,7 +84,6 @@ static inline vf pb_f32_load_dup_part(const float *p, int64_t n) {
 #undef T_LOAD
 #undef T_STORE
 #undef T_STORE_EXACT
-#undef T_LOAD_DUP
 #undef T_FROM_F32
 #undef T_TO_F32
 

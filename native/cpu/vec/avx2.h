@@ -14,7 +14,6 @@ static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
 static inline vf vf_fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline vf vf_fnmadd(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
 static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
-static inline vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
 static inline float vf_hmax(vf a) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -31,21 +30,15 @@ static inline float vf_hsum(vf a) {
  * bits into the exponent field (exp's 2^n) */
 static inline vf vf_shl23(vf a) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(a), 23)); }
 static inline vf vf_swap_pairs(vf a) { return _mm256_permute_ps(a, 0xB1); }
-static inline vf vf_negate_even(vf a) {
-    return _mm256_xor_ps(a, _mm256_set_ps(0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f));
-}
 
-static inline vf pb_dup4(__m128 c) { return _mm256_set_m128(_mm_unpackhi_ps(c, c), _mm_unpacklo_ps(c, c)); }
 
 static inline vf vf_load_f32(const float *p) { return _mm256_loadu_ps(p); }
 static inline void vf_store_f32(float *p, vf a) { _mm256_storeu_ps(p, a); }
-static inline vf vf_load_dup_f32(const float *p) { return pb_dup4(_mm_loadu_ps(p)); }
 
 static inline vf vf_load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 static inline void vf_store_f16(uint16_t *p, vf a) {
     _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
-static inline vf vf_load_dup_f16(const uint16_t *p) { return pb_dup4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p))); }
 
 static inline vf vf_load_bf16(const uint16_t *p) {
     __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
@@ -77,10 +70,6 @@ static inline void vf_store_bf16(uint16_t *p, vf a) {
  * can produce from bfloat16 inputs (their payloads come from the inputs or are the default
  * NaN). Kernels with bfloat16 inputs store with this; casts from arbitrary f32 do not. */
 static inline void vf_store_bf16_rne(uint16_t *p, vf a) { pb_bf16_store_high_halves(p, pb_bf16_round_bits(a)); }
-static inline vf vf_load_dup_bf16(const uint16_t *p) {
-    __m128i w = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)p));
-    return pb_dup4(_mm_castsi128_ps(_mm_slli_epi32(w, 16)));
-}
 
 static inline int pb_isa_avx2_supported(void) {
     __builtin_cpu_init();

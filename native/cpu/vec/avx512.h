@@ -1,5 +1,6 @@
 /* AVX-512 (F, BW, VL, DQ) + AVX512-BF16 + F16C: 16 f32 lanes. float16 converts in registers
- * (vcvtph2ps / vcvtps2ph), bfloat16 stores with vcvtneps2bf16 (round to nearest even). */
+ * (vcvtph2ps / vcvtps2ph), bfloat16 loads by shift and stores by integer round to nearest even;
+ * AVX512-BF16 (vdpbf16ps) is used by the bf16 peak probe. */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -14,43 +15,42 @@ static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 static inline vf vf_fmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 static inline vf vf_fnmadd(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }
 static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
-static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
 static inline float vf_hmax(vf a) { return _mm512_reduce_max_ps(a); }
 static inline float vf_hsum(vf a) { return _mm512_reduce_add_ps(a); }
 static inline vf vf_shl23(vf a) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(a), 23)); }
 static inline vf vf_swap_pairs(vf a) { return _mm512_permute_ps(a, 0xB1); }
-static inline vf vf_negate_even(vf a) {
-    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi64(0x80000000LL)));
-}
 
-static inline vf pb_dup8(__m256 c) {
-    const __m512i idx = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(c));
-}
 
 static inline vf vf_load_f32(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vf_store_f32(float *p, vf a) { _mm512_storeu_ps(p, a); }
-static inline vf vf_load_dup_f32(const float *p) { return pb_dup8(_mm256_loadu_ps(p)); }
 
 static inline vf vf_load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 static inline void vf_store_f16(uint16_t *p, vf a) {
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
-static inline vf vf_load_dup_f16(const uint16_t *p) { return pb_dup8(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p))); }
 
 static inline vf vf_load_bf16(const uint16_t *p) {
     __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
+/* f32 -> bfloat16 by integer round to nearest even (vcvtneps2bf16 would flush denormals to
+ * zero), then vpmovdw packs the high halves. vf_store_bf16 sends NaN lanes through with their
+ * quiet bit set; vf_store_bf16_rne (bf16-input kernels) skips that, as in vec/avx2.h. */
+static inline __m512i pb_bf16_round_bits(vf a) {
+    __m512i u = _mm512_castps_si512(a);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    return _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+}
+static inline void pb_bf16_store_high_halves(uint16_t *p, __m512i r) {
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+}
 static inline void vf_store_bf16(uint16_t *p, vf a) {
-    __m256bh h = _mm512_cvtneps_pbh(a);
-    _mm256_storeu_si256((__m256i *)p, (__m256i)h);
+    __m512i r = pb_bf16_round_bits(a);
+    __m512i qnan = _mm512_or_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x00400000));
+    r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), qnan);
+    pb_bf16_store_high_halves(p, r);
 }
-static inline void vf_store_bf16_rne(uint16_t *p, vf a) { vf_store_bf16(p, a); }
-static inline vf vf_load_dup_bf16(const uint16_t *p) {
-    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-    return pb_dup8(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-}
+static inline void vf_store_bf16_rne(uint16_t *p, vf a) { pb_bf16_store_high_halves(p, pb_bf16_round_bits(a)); }
 
 static inline int pb_isa_avx512_supported(void) {
     __builtin_cpu_init();

@@ -27,9 +27,8 @@ static inline vf vf_fnmadd(vf a, vf b, vf c) { PB_VLOOP(i) c.v[i] = fmaf(-a.v[i]
 static inline vf vf_fmadd(vf a, vf b, vf c) { PB_VLOOP(i) c.v[i] = a.v[i] * b.v[i] + c.v[i]; return c; }
 static inline vf vf_fnmadd(vf a, vf b, vf c) { PB_VLOOP(i) c.v[i] = c.v[i] - a.v[i] * b.v[i]; return c; }
 #endif
-/* max/min return b when either is NaN (x86 semantics, kept identical on every path) */
+/* max returns b when either is NaN (x86 semantics, kept identical on every path) */
 static inline vf vf_max(vf a, vf b) { PB_VLOOP(i) a.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i]; return a; }
-static inline vf vf_min(vf a, vf b) { PB_VLOOP(i) a.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i]; return a; }
 static inline float vf_hmax(vf a) { float m = a.v[0]; for (int i = 1; i < PB_LANES; i++) m = a.v[i] > m ? a.v[i] : m; return m; }
 static inline float vf_hsum(vf a) { float s = 0.0f; PB_VLOOP(i) s += a.v[i]; return s; }
 static inline vf vf_shl23(vf a) {
@@ -43,21 +42,16 @@ static inline vf vf_shl23(vf a) {
 }
 /* pairs: (a0,a1,a2,a3,...) -> (a1,a0,a3,a2,...) */
 static inline vf vf_swap_pairs(vf a) { vf r; for (int i = 0; i < PB_LANES; i += 2) { r.v[i] = a.v[i + 1]; r.v[i + 1] = a.v[i]; } return r; }
-/* negate lanes 0, 2, 4, ... */
-static inline vf vf_negate_even(vf a) { for (int i = 0; i < PB_LANES; i += 2) a.v[i] = -a.v[i]; return a; }
 
-/* loads and stores, by element type; _dup loads PB_LANES/2 elements and repeats each twice */
+/* loads and stores, by element type */
 static inline vf vf_load_f32(const float *p) { vf r; memcpy(r.v, p, sizeof r.v); return r; }
 static inline void vf_store_f32(float *p, vf a) { memcpy(p, a.v, sizeof a.v); }
-static inline vf vf_load_dup_f32(const float *p) { vf r; for (int i = 0; i < PB_LANES; i += 2) r.v[i] = r.v[i + 1] = p[i / 2]; return r; }
 
 static inline vf vf_load_f16(const uint16_t *p) { vf r; PB_VLOOP(i) r.v[i] = pb_f16_to_f32(p[i]); return r; }
 static inline void vf_store_f16(uint16_t *p, vf a) { PB_VLOOP(i) p[i] = pb_f32_to_f16(a.v[i]); }
-static inline vf vf_load_dup_f16(const uint16_t *p) { vf r; for (int i = 0; i < PB_LANES; i += 2) r.v[i] = r.v[i + 1] = pb_f16_to_f32(p[i / 2]); return r; }
 
 static inline vf vf_load_bf16(const uint16_t *p) { vf r; PB_VLOOP(i) r.v[i] = pb_bf16_to_f32(p[i]); return r; }
 static inline void vf_store_bf16(uint16_t *p, vf a) { PB_VLOOP(i) p[i] = pb_f32_to_bf16(a.v[i]); }
 static inline void vf_store_bf16_rne(uint16_t *p, vf a) { vf_store_bf16(p, a); }
-static inline vf vf_load_dup_bf16(const uint16_t *p) { vf r; for (int i = 0; i < PB_LANES; i += 2) r.v[i] = r.v[i + 1] = pb_bf16_to_f32(p[i / 2]); return r; }
 
 static inline int pb_isa_portable_supported(void) { return 1; }

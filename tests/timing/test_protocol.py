@@ -1,0 +1,147 @@
+"""The measurement protocol in-process: ORT-side failures are ORT's status, a replicate at or
+below zero makes the side below-resolution, other devices report no-kernel, failed workers keep
+our numerics verdict, and the harness's peaks and self-check produce sane figures."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from perfbench.compare import render, verdicts
+from perfbench.errors import NativeError, UsageError
+from perfbench.kernels_ffi import EvictBuffer, wrappers
+from perfbench.ops import ort as ortlib
+from perfbench.timing import peaks, selfcheck
+from perfbench.timing.protocol import CellOutcome, CellSpec, Harness
+from perfbench.timing.worker import _failed, _side_of
+
+SMALL = [["heads", 2], ["queries", 1], ["keys", 256]]
+
+
+def spec(**kw):
+    base = dict(op="Softmax", params=SMALL, dtype="f32", threads=1, replicates=2, rounds=1, block_ms=0.3)
+    base.update(kw)
+    return CellSpec(**base)
+
+
+def test_ort_failure_while_timed_is_orts_not_ours(lib, monkeypatch):
+    real = ortlib.make_session
+
+    def failing_for_k_copies(model, threads, spin, profile_dir=None):
+        import onnx
+
+        if len(onnx.load_from_string(model).graph.node) > 1:  # only the K-copy graphs of timing
+            raise RuntimeError("injected ORT failure")
+        return real(model, threads, spin, profile_dir)
+
+    monkeypatch.setattr(ortlib, "make_session", failing_for_k_copies)
+    out = Harness(lib).measure(spec())
+    assert out.ours_status == "ok"  # numerics passed; our side did nothing wrong
+    assert out.ort_status == "error" and "injected ORT failure" in out.ort_message
+    v = verdicts.decide(out.ours_status, out.ort_status, out.ours_ns, out.ort_ns)
+    assert v.verdict == "n/a"  # an ORT failure never fails our cell
+
+
+def test_a_non_positive_replicate_makes_the_side_below_resolution(lib):
+    h = Harness(lib)
+    out = CellOutcome(ours_ns=[100.0, 120.0], ort_ns=[500.0, -3.0])
+    h._check_resolution(out)
+    assert out.ours_status == "ok"
+    assert out.ort_status == "below-resolution" and "1 of 2 replicates" in out.ort_message
+    assert verdicts.decide(out.ours_status, out.ort_status, out.ours_ns, out.ort_ns).verdict == "n/a"
+
+
+def test_cuda_cells_report_no_kernel_on_both_sides(lib):
+    out = Harness(lib).measure(spec(device="cuda"))
+    assert out.ours_status == "no-kernel" and "device 1" in out.ours_message
+    assert out.ort_status == "no-kernel"
+    assert verdicts.decide(out.ours_status, out.ort_status, [], []).verdict == "fail"  # a kernel we owe
+
+
+def test_phases_map_to_sides():
+    assert _side_of("ours: numerics") == "ours"
+    assert _side_of("ort: replicate 2/8 block 1") == "ort"
+    assert _side_of("harness: oracle") == "harness"
+
+
+def test_a_worker_dying_in_ort_keeps_our_numerics_verdict():
+    facts = {"ours_err": 2e-7, "floor": 1e-5, "ort_dtype": "f32"}
+    out = _failed("crashed", "ort: numerics", "worker died", facts)
+    assert out.ort_status == "crashed" and out.ours_status == "ok"
+    assert out.err_ours == 2e-7 and out.tol == 1e-5 and out.ort_dtype == "f32"
+    bad = _failed("timeout", "ort: replicate 1/8 block 1", "hung", {"ours_err": 5e-4, "floor": 1e-5})
+    assert bad.ours_status == "mismatch"  # judged at the floor: ORT could not be compared
+    ours = _failed("crashed", "ours: numerics", "worker died", facts)
+    assert ours.ours_status == "crashed" and ours.ort_status == "error"
+    harness = _failed("error", "harness: oracle", "boom", facts)
+    assert harness.ours_status == "error"  # our tool failing the cell counts against us
+
+
+def test_cold_mode_subtracts_measured_floors(lib):
+    out = Harness(lib).measure(spec(params=[["heads", 16], ["queries", 1], ["keys", 4096]], cache="cold",
+                                    evict_bytes=16 * 1024 * 1024, evict_threads=1))
+    assert out.ours_floor_ns > 0 and out.ort_floor_ns > 0
+    assert out.K == 0 and out.ours_iters >= 5
+    assert out.ours_status in ("ok", "below-resolution") and out.ort_status in ("ok", "below-resolution")
+    assert len(out.ours_blocks) == 2 and all(len(b) == 1 for b in out.ours_blocks)
+
+
+def test_spin_policy_and_quiesce(lib):
+    lib.set_spin(100)
+    x = np.random.default_rng(0).standard_normal((64, 4096)).astype(np.float32)
+    y = np.empty_like(x)
+    try:
+        wrappers.softmax(lib, x, y, 2).run()
+        lib.quiesce()  # returns once every worker sleeps
+    finally:
+        lib.set_spin(0)
+    with pytest.raises(NativeError, match="spin_us"):
+        lib.set_spin(-1)
+
+
+def test_evict_and_probe_arguments_are_checked(lib):
+    ev = EvictBuffer(lib, 1024 * 1024, 1)
+    ev.threads = 1000
+    with pytest.raises(NativeError, match="threads"):
+        lib.evict(ev)
+    with pytest.raises(UsageError):
+        wrappers.read_bandwidth(lib, np.ones(64, np.float64), 1)
+    with pytest.raises(UsageError):
+        wrappers.read_bandwidth(lib, np.ones(64, np.float32)[::-1], 1)
+    with pytest.raises(UsageError):
+        wrappers.peak(lib, "peak_fma_f32", 0, 1)
+    with pytest.raises(UsageError):
+        wrappers.rotary_embedding(lib, np.zeros((1, 1, 8), np.float32), np.zeros((1, 1), np.int64),
+                                  np.zeros((4, 2), np.float32), np.zeros((4, 2), np.float32),
+                                  np.zeros((1, 1, 8), np.float32), interleaved=False, num_heads=2.0)
+
+
+def test_peaks_are_positive_and_labelled(lib):
+    rows = peaks.measure(lib, [1], 256 * 1024, 1024 * 1024, dram_bytes=8 * 1024 * 1024, target_ns=2e6)
+    kinds = {(r["kind"], r["level"]) for r in rows}
+    assert {("fma_f32", None), ("bf16_dot", None), ("read", "L2"), ("read", "L3"), ("read", "DRAM")} <= kinds
+    assert all(r["value"] > 0 and math.isfinite(r["value"]) for r in rows)
+    assert {r["unit"] for r in rows} == {"GFLOP/s", "GB/s"}
+
+
+def test_selfcheck_pieces_return_finite_figures(lib):
+    d = selfcheck.differential_vs_plain(m=64, k=64, n=64, reps=3)
+    assert math.isfinite(d["rel_diff"]) and d["K"] == 4
+    assert selfcheck.ort_floor_ns(n=200) > 0
+    assert math.isfinite(selfcheck.ort_node_dispatch_ns(chain=8, n=50))
+    f = selfcheck.ours_floors(lib)
+    assert f["warm_ns"] > 0 and f["cold_ns"] > 0
+
+
+def test_json_has_no_bare_infinity():
+    doc = {"cells": [{"numerics": {"err_ours": float("inf"), "err_ort": float("nan"), "tol": 1e-5}}]}
+    text = render.to_json(doc)
+
+    def reject(name):
+        raise ValueError(f"bare {name} in JSON")
+
+    back = json.loads(text, parse_constant=reject)
+    assert back["cells"][0]["numerics"] == {"err_ours": "inf", "err_ort": "nan", "tol": 1e-5}
