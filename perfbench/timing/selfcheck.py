@@ -110,10 +110,10 @@ def ours_floors(lib, threads: int = 1) -> dict:
 def session_run_floor_ns(n: int = 2000) -> float:
     gs = GraphSpec("Identity", "", 13, [("x", "float", (1,))], [("y", (1,))])
     sess = ortlib.make_session(ortlib.build_model(gs, dtypes.F32), 1, "off")
-    x = np.ones(1, np.float32)
+    feed = {sess.get_inputs()[0].name: np.ones(1, np.float32)}
     for _ in range(100):
-        sess.run(None, {"x": x})
-    return _median_run_ns(lambda: sess.run(None, {"x": x}), n)
+        sess.run(None, feed)
+    return _median_run_ns(lambda: sess.run(None, feed), n)
 
 
 def run_all(lib, log=lambda m: None) -> dict:

@@ -131,6 +131,7 @@ def test_selfcheck_pieces_return_finite_figures(lib):
     d = selfcheck.differential_vs_plain(m=64, k=64, n=64, reps=3)
     assert math.isfinite(d["rel_diff"]) and d["K"] == 4
     assert selfcheck.ort_floor_ns(n=200) > 0
+    assert selfcheck.session_run_floor_ns(n=200) > 0
     assert math.isfinite(selfcheck.ort_node_dispatch_ns(chain=8, n=50))
     f = selfcheck.ours_floors(lib)
     assert f["warm_ns"] > 0 and f["cold_ns"] > 0
