@@ -218,6 +218,7 @@ def run(opts: RunOptions, ui=None) -> int:
     suite = suites.load(opts.suite)
     flts = [filt.parse(f) for f in opts.filters]
     facts = hostinfo.host_facts()
+    versions = hostinfo.versions()
     settings = dict(suite.settings)
     if opts.quick:
         settings["replicates"] = settings["quick_replicates"]
@@ -243,9 +244,9 @@ def run(opts: RunOptions, ui=None) -> int:
                                  "suite definitions in one run: start a new run instead.")
             if old.host_class.key != facts.class_key:
                 raise UsageError(f"run {old.id} was measured on another host class ({old.host_class.key})")
-            if old.ort_version != hostinfo.versions()["onnxruntime"]:
+            if old.ort_version != versions["onnxruntime"]:
                 raise UsageError(f"run {old.id} was measured with ORT {old.ort_version}; this is "
-                                 f"{hostinfo.versions()['onnxruntime']}: start a new run instead.")
+                                 f"{versions['onnxruntime']}: start a new run instead.")
             old_build = old.build.build_id
             flts = [filt.parse(f) for f in old.filters]
             opts.quick = old.quick
@@ -295,9 +296,9 @@ def run(opts: RunOptions, ui=None) -> int:
             else:
                 r = m.Run(suite=suite.name, suite_hash=suite.text_hash, status="running", partial=partial,
                           quick=opts.quick, filters=[f.text for f in flts], settings=settings, host_id=host_id,
-                          host_class_id=hc_id, build_id=build_pk, ort_version=hostinfo.versions()["onnxruntime"],
+                          host_class_id=hc_id, build_id=build_pk, ort_version=versions["onnxruntime"],
                           protocol_version=PROTOCOL_VERSION, schema_version=SCHEMA_VERSION,
-                          versions=hostinfo.versions(), git_sha=git["sha"], branch=git["branch"], dirty=git["dirty"],
+                          versions=versions, git_sha=git["sha"], branch=git["branch"], dirty=git["dirty"],
                           hostname=facts.hostname, runner_label=opts.runner_label, load_avg=hostinfo.load_average(),
                           tuning=tuning, cells_planned=len(cells), started_at=repo.now())
                 s.add(r)

@@ -26,7 +26,7 @@ static const pb_isa *const g_isas[] = {
 };
 #define PB_N_ISAS ((int)(sizeof g_isas / sizeof g_isas[0]))
 
-static const pb_isa *g_active;
+static const pb_isa *g_active, *g_best; /* g_best: what "auto" means on this CPU */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static char g_compiled[128], g_supported[128];
 
@@ -39,9 +39,10 @@ static void pick_isa(void) {
             len = strlen(g_supported);
             strncat(g_supported, len ? "," : "", sizeof g_supported - len - 1);
             strncat(g_supported, g_isas[i]->name, sizeof g_supported - strlen(g_supported) - 1);
-            if (!g_active && strcmp(g_isas[i]->name, "portable16") != 0) g_active = g_isas[i];
+            if (!g_best && strcmp(g_isas[i]->name, "portable16") != 0) g_best = g_isas[i];
         }
     }
+    g_active = g_best;
     const char *forced = getenv("PERFBENCH_ISA");
     if (forced && *forced && strcmp(forced, "auto") != 0) {
         for (int i = 0; i < PB_N_ISAS; i++)
@@ -68,11 +69,8 @@ int pb_isa_select(const char *name) {
     pb_active_isa();
     if (name == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "pb_isa_select: name is NULL");
     if (strcmp(name, "auto") == 0) {
-        for (int i = 0; i < PB_N_ISAS; i++)
-            if (g_isas[i]->supported() && strcmp(g_isas[i]->name, "portable16") != 0) {
-                g_active = g_isas[i];
-                return PB_OK;
-            }
+        g_active = g_best;
+        return PB_OK;
     }
     for (int i = 0; i < PB_N_ISAS; i++) {
         if (strcmp(g_isas[i]->name, name) != 0) continue;

@@ -14,13 +14,14 @@ from perfbench.kernels_ffi import wrappers
 TARGET_NS = 40e6
 REPEATS = 5
 DRAM_BYTES = 256 * 1024**2
+PEAK_ITERS_PER_CALL = 200_000
 
 
-def _best_loop(call, per_iter_guess_ns: float, target_ns: float = TARGET_NS) -> tuple[int, int]:
-    """(iters, best elapsed ns) for a loop lasting about target_ns."""
+def _best_loop(call, target_ns: float = TARGET_NS) -> tuple[int, int]:
+    """(iters, best elapsed ns) of REPEATS timed loops lasting about target_ns each."""
     call.run()
     one = max(call.time_warm(1), 1)
-    iters = max(1, int(math.ceil(target_ns / max(one, per_iter_guess_ns))))
+    iters = max(1, int(math.ceil(target_ns / one)))
     best = min(call.time_warm(iters) for _ in range(REPEATS))
     return iters, best
 
@@ -32,16 +33,10 @@ def measure(lib, thread_counts: list[int], l2: int | None, l3: int | None, log=l
     l3 = l3 or 16 * 1024**2
     for t in thread_counts:
         for kind in ("fma_f32", "bf16_dot"):
-            call, flops, method = wrappers.peak(lib, "peak_" + kind, 100_000, t)
-            call.run()
-            elapsed = min(call.time_warm(1) for _ in range(REPEATS))
-            # scale iterations so one call lasts ~target_ns
-            iters = max(1000, int(100_000 * target_ns / max(elapsed, 1)))
-            call, flops, method = wrappers.peak(lib, "peak_" + kind, iters, t)
-            call.run()
-            best = min(call.time_warm(1) for _ in range(REPEATS))
-            per_call = flops[0]
-            value = per_call / best  # flops per ns = GFLOP/s
+            # ~1-2 ms per call, so the pool's dispatch per call is noise next to the arithmetic
+            call, flops, method = wrappers.peak(lib, "peak_" + kind, PEAK_ITERS_PER_CALL, t)
+            iters, best = _best_loop(call, target_ns)
+            value = flops[0] * iters / best  # flops per ns = GFLOP/s
             out.append({"kind": kind, "threads": t, "level": None, "working_set_bytes": None, "value": value,
                         "unit": "GFLOP/s", "method": lib.string(method[0]), "isa": lib.isa_active})
             log(f"  {kind:9s} threads={t}: {value:8.1f} GFLOP/s ({lib.string(method[0])})")
@@ -49,8 +44,7 @@ def measure(lib, thread_counts: list[int], l2: int | None, l3: int | None, log=l
         sizes = [("L2", l2 // 2 * t), ("L3", l3 // 4), ("L3", l3 * 3 // 4), ("DRAM", dram)]
         for level, ws in sizes:
             buf = np.ones(ws // 4, dtype=np.float32)
-            call = wrappers.read_bandwidth(lib, buf, t)
-            iters, best = _best_loop(call, 1.0, target_ns)
+            iters, best = _best_loop(wrappers.read_bandwidth(lib, buf, t), target_ns)
             value = ws * iters / best  # bytes per ns = GB/s
             out.append({"kind": "read", "threads": t, "level": level, "working_set_bytes": ws, "value": value,
                         "unit": "GB/s", "method": "streaming read, 8 accumulators", "isa": lib.isa_active})

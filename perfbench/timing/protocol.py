@@ -298,12 +298,10 @@ class Harness:
         theirs = ortlib.to_ort_dtype(inputs, ort_dt) if ort_dt.name != dt.name else {k: v.copy() for k, v in inputs.items()}
         ort_out = {n: np.empty(s, ort_dt.numpy) for n, s in shapes.items()}
         bound = {}
-        try:
+        with ort_side():
             for k in sorted(set(copies)):
                 sess = ortlib.make_session(ortlib.build_model(graph, ort_dt, k), spec.threads, spec.spin)
                 bound[k] = ortlib.Bound(sess, graph, k, theirs, ort_out)
-        except Exception as e:  # noqa: BLE001
-            raise OrtSideError(f"creating the {k}-copy session: {e}") from e
         return call, bound
 
     def _time_warm(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, out):
