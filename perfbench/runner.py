@@ -153,7 +153,8 @@ def derive(op, cell, outcome, peaks: list, facts) -> dict:
     nbytes = op.bytes_moved(cell.case, dt)
     flops = op.flops(cell.case)
     level = verdicts.cache_level(nbytes, cell.threads, facts.l2_bytes, facts.l3_bytes)
-    if op.bound == "compute":
+    bound = op.bound_for(cell.case)
+    if bound == "compute":
         pk = verdicts.pick_peak(peaks, "bf16_dot" if cell.dtype == "bf16" else "fma_f32", cell.threads)
         work, unit = flops, "GFLOP/s"
     else:
@@ -164,11 +165,11 @@ def derive(op, cell, outcome, peaks: list, facts) -> dict:
     for impl, ns, status in (("ours", outcome.ours_ns, outcome.ours_status),
                              ("ort", outcome.ort_ns, outcome.ort_status)):
         med = stats.median(ns) if ns else None
-        side_work = work if impl == "ours" or op.bound == "compute" else op.bytes_moved(cell.case, ort_dt)
+        side_work = work if impl == "ours" or bound == "compute" else op.bytes_moved(cell.case, ort_dt)
         tp = side_work / med if med and med > 0 and status in ("ok", "ort-discrepancy") else None
         sides[impl] = {"median_ns": med, "throughput": tp,
                        "share": (tp / pk["value"]) if tp and pk else None}
-    return {"verdict": v, "flops": flops, "bytes": nbytes, "level": level if op.bound == "memory" else None,
+    return {"verdict": v, "flops": flops, "bytes": nbytes, "level": level if bound == "memory" else None, "bound": bound,
             "peak": pk["value"] if pk else None, "peak_unit": unit, "unit": unit, "sides": sides}
 
 
@@ -185,7 +186,7 @@ def record_cell(store: Store, run_id: int, cell, outcome, derived: dict, op, see
             err_ours_vs_ort=outcome.err_ours_vs_ort, tol=outcome.tol, floor=outcome.floor, n=v.n, ratio=v.ratio,
             ratio_lo=v.lo, ratio_hi=v.hi, mean_log=v.mean_log, sd_log=v.sd_log, ci_method=v.method,
             verdict=v.verdict, verdict_note=v.note, flops=derived["flops"], bytes_moved=derived["bytes"],
-            bound=op.bound, level=derived["level"], peak=derived["peak"], peak_unit=derived["peak_unit"],
+            bound=derived["bound"], level=derived["level"], peak=derived["peak"], peak_unit=derived["peak_unit"],
             K=outcome.K, ours_iters=outcome.ours_iters, ort_runs=outcome.ort_runs, isa=outcome.isa,
             wall_s=outcome.wall_s, measured_at=repo.now(),
         )

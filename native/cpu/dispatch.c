@@ -96,6 +96,8 @@ static const struct {
     {"softmax", pb_softmax},
     {"rotary_embedding", pb_rotary_embedding},
     {"cast", pb_cast},
+    {"group_query_attention", pb_group_query_attention},
+    {"multi_head_attention", pb_multi_head_attention},
     {"peak_fma_f32", pb_peak_fma_f32},
     {"peak_bf16_dot", pb_peak_bf16_dot},
     {"read_bandwidth", pb_read_bandwidth},

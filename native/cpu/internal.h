@@ -24,8 +24,11 @@ int pb_parallel_for(int32_t nthreads, int64_t ntasks, pb_range_fn fn, void *ctx)
 /* Threads worth using for `work` units when each thread should get at least `grain` units. */
 int32_t pb_threads_for(int32_t max_threads, int64_t work, int64_t grain);
 
-/* Per-thread scratch of at least `bytes` (64-byte aligned); NULL on allocation failure. */
+/* Per-thread scratch of at least `bytes` (64-byte aligned); NULL on allocation failure.
+ * Slot 0 (pb_scratch) belongs to microkernels; slot 1 to drivers, for buffers that live across
+ * a parallel region (the caller's slot 0 is reused by its own share of the region). */
 void *pb_scratch(size_t bytes);
+void *pb_scratch_slot(int slot, size_t bytes);
 
 /* ---- ISA dispatch (dispatch.c and the isa/ files) ---- */
 /* Index into per-dtype arrays */
@@ -38,6 +41,61 @@ typedef void (*pb_softmax_ukernel)(const void *x, void *y, int64_t r0, int64_t r
 typedef void (*pb_rotary_ukernel)(const pb_rotary_embedding_args *a, int64_t t0, int64_t t1);
 /* Elements [i0, i1) converted to / from f32. */
 typedef void (*pb_cast_ukernel)(const void *src, void *dst, int64_t i0, int64_t i1);
+
+/* ---- attention (attention.c builds these; the ISA files run them) ---- */
+/* Queries rotated by a cos/sin cache: element (pos, i) of cos at cos + pos * half + i. */
+typedef struct pb_rope {
+    const void *cos, *sin; /* NULL: no rotation */
+    int64_t half;          /* columns of the caches: rotary_dim / 2 (rotary_dim <= head size) */
+    int32_t interleaved;
+} pb_rope;
+
+/* One attention problem over a key/value cache that already holds every key it reads. */
+typedef struct pb_attn_plan {
+    int32_t dtype;
+    int64_t B, S, Nq, Nkv, G, H, Hp; /* G = Nq / Nkv query heads per KV head; Hp = H padded to lanes */
+    int64_t rows_per_item;           /* query positions per work item (x G heads = rows) */
+    float scale;
+    const void *q; /* (B, S, Nq, H) */
+    void *out;     /* (B, S, Nq, H) */
+    /* key/value row t of (b, kv head g) at k + b*kv_sb + g*kv_sg + t*kv_st (elements) */
+    const void *k, *v;
+    int64_t kv_sb, kv_sg, kv_st;
+    const int64_t *kv_len; /* (B): keys of batch row b are t < kv_len[b] */
+    const int64_t *q_pos;  /* (B*S): position of each query (causal limit and rotary row) */
+    int32_t causal;        /* query at position p sees keys t <= p */
+    const float *key_bias; /* NULL or (B, bias_stride): added to scaled scores (padding masks) */
+    int64_t bias_stride;
+    pb_rope rope; /* applied to the queries */
+} pb_attn_plan;
+
+/* Rows [s0, s1) x the G heads of KV head g in batch row b, keys [t0, t1). partial == NULL: the
+ * finished output is stored; else (max, sum, unnormalized output) per row go to partial. */
+typedef int (*pb_attn_ukernel)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1, int64_t t0,
+                               int64_t t1, float *partial); /* PB_OK or PB_ERR_OUT_OF_MEMORY (scratch) */
+
+/* Merge nparts partials of the same rows (part i at parts + i*stride) into the output. */
+typedef int (*pb_attn_combine_ukernel)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1,
+                                       const float *parts, int64_t nparts, int64_t stride);
+
+/* New keys/values into a BNSH cache: present row past_len[b] + s <- new token s (keys rotated);
+ * copy_past: rows [0, past_len[b]) copied from past first (else past is present). */
+typedef struct pb_kv_append {
+    int32_t dtype;
+    int64_t B, S, Nkv, H;
+    const void *k_new, *v_new; /* (B, S, Nkv, H) */
+    const void *past_k, *past_v;
+    int64_t past_cap;
+    void *pres_k, *pres_v;
+    int64_t pres_cap;
+    const int64_t *past_len; /* (B) */
+    const int64_t *pos;      /* (B*S) rotary position of each new token */
+    int32_t copy_past;
+    int32_t zero_rest; /* rows from past_len[b] + S to pres_cap are zeroed */
+    pb_rope rope;
+} pb_kv_append;
+typedef int (*pb_kv_append_ukernel)(const pb_kv_append *a, int64_t b, int64_t g);
+
 typedef float (*pb_peak_ukernel)(int64_t iters, int64_t *flops);
 typedef float (*pb_read_ukernel)(const void *buf, int64_t bytes);
 
@@ -49,6 +107,9 @@ typedef struct pb_isa {
     pb_rotary_ukernel rotary[PB_DT_COUNT];
     pb_cast_ukernel cast_to_f32[PB_DT_COUNT];
     pb_cast_ukernel cast_from_f32[PB_DT_COUNT];
+    pb_attn_ukernel attention[PB_DT_COUNT];
+    pb_attn_combine_ukernel attn_combine[PB_DT_COUNT];
+    pb_kv_append_ukernel kv_append[PB_DT_COUNT];
     pb_peak_ukernel peak_fma_f32;
     pb_peak_ukernel peak_bf16_dot;
     const char *peak_bf16_method;

@@ -201,8 +201,9 @@ int pb_pool_quiesce(void) {
 }
 
 /* ---- per-thread scratch ---- */
-static _Thread_local void *g_scratch;
-static _Thread_local size_t g_scratch_size;
+#define PB_SCRATCH_SLOTS 2
+static _Thread_local void *g_scratch[PB_SCRATCH_SLOTS];
+static _Thread_local size_t g_scratch_size[PB_SCRATCH_SLOTS];
 
 /* PERFBENCH_SCRATCH_MAX_BYTES caps one thread's scratch (kernels then take their no-scratch
  * path); read once. */
@@ -214,16 +215,19 @@ static void read_scratch_limit(void) {
     if (env && *env) g_scratch_limit = (size_t)strtoull(env, NULL, 10);
 }
 
-void *pb_scratch(size_t bytes) {
+void *pb_scratch_slot(int slot, size_t bytes) {
+    if (slot < 0 || slot >= PB_SCRATCH_SLOTS) return NULL;
     pthread_once(&g_scratch_once, read_scratch_limit);
     if (bytes > g_scratch_limit) return NULL;
-    if (bytes <= g_scratch_size) return g_scratch;
+    if (bytes <= g_scratch_size[slot]) return g_scratch[slot];
     size_t want = bytes < 4096 ? 4096 : bytes;
     want = (want + 63) & ~(size_t)63;
     void *mem = NULL;
     if (posix_memalign(&mem, 64, want) != 0) return NULL;
-    free(g_scratch);
-    g_scratch = mem;
-    g_scratch_size = want;
+    free(g_scratch[slot]);
+    g_scratch[slot] = mem;
+    g_scratch_size[slot] = want;
     return mem;
 }
+
+void *pb_scratch(size_t bytes) { return pb_scratch_slot(0, bytes); }

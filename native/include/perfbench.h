@@ -137,6 +137,82 @@ typedef struct pb_cast_args {
 } pb_cast_args;
 int pb_cast(const void *args);
 
+/* com.microsoft GroupQueryAttention. query (batch, seq, num_heads*head_size); key/value
+ * (batch, seq, kv_num_heads*head_size); past_key/past_value and present_key/present_value are
+ * BNSH caches (batch, kv_num_heads, capacity, head_size). Batch row b holds
+ * total_b = seqlens_k[b] + 1 tokens after this call. As in ORT: seq == total_sequence_length
+ * is a first prompt (past_b = 0, rows may be right-padded: total_b <= seq); otherwise
+ * past_b = total_b - seq. New tokens go to rows [past_b, past_b + seq) at positions
+ * past_b + s; query s attends keys 0 .. min(past_b + s, total_b - 1) (causal). KV modes: copy
+ * (present != past: rows [0, past_b) copied from past, rows after the new ones zeroed) or
+ * shared buffer (present_key == past_key, present_value == past_value: only the new rows are
+ * written). do_rotary: queries and new keys are rotated
+ * (cos/sin caches (rotary_max_pos, rotary_half), rotary_dim = 2*rotary_half <= head_size) at
+ * their positions. Declined with PB_ERR_UNSUPPORTED: softcap != 0, local_window_size != -1,
+ * smooth_softmax == 1. */
+typedef struct pb_group_query_attention_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t do_rotary;
+    int32_t rotary_interleaved;
+    int32_t local_window_size; /* -1: none (only value implemented) */
+    int32_t smooth_softmax;    /* -1 or 0: off (1 is not implemented) */
+    int32_t total_sequence_length;
+    float scale;   /* 0: 1/sqrt(head_size) */
+    float softcap; /* 0: off (only value implemented) */
+    int64_t batch;
+    int64_t seq;
+    int64_t num_heads;
+    int64_t kv_num_heads;
+    int64_t head_size;
+    int64_t past_capacity;    /* 0: no past */
+    int64_t present_capacity; /* >= every total_b */
+    int64_t rotary_max_pos;
+    int64_t rotary_half;
+    const void *query;
+    const void *key;
+    const void *value;
+    const void *past_key; /* NULL when past_capacity == 0 */
+    const void *past_value;
+    const int32_t *seqlens_k; /* (batch) */
+    const void *cos_cache;    /* NULL unless do_rotary */
+    const void *sin_cache;
+    void *output;
+    void *present_key;
+    void *present_value;
+} pb_group_query_attention_args;
+int pb_group_query_attention(const void *args);
+
+/* com.microsoft MultiHeadAttention (separate query, key, value in (batch, seq, heads*head_size)).
+ * With past (past_seq > 0): past_key/past_value (batch, num_heads, past_seq, head_size) and
+ * present = past ++ new keys/values (batch, num_heads, past_seq + kv_seq, head_size); without
+ * past, present outputs are optional (NULL: not written). key_padding_mask: NULL or int32
+ * (batch, past_seq + kv_seq), 0 = masked: mask_filter_value is added to that key's scaled
+ * score. unidirectional: query s (position past_seq + kv_seq - q_seq + s) sees keys up to it. */
+typedef struct pb_multi_head_attention_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t unidirectional;
+    float scale; /* 0: 1/sqrt(head_size) */
+    float mask_filter_value;
+    int64_t batch;
+    int64_t q_seq;
+    int64_t kv_seq;
+    int64_t num_heads;
+    int64_t head_size;
+    int64_t past_seq;
+    const void *query;
+    const void *key;
+    const void *value;
+    const int32_t *key_padding_mask;
+    const void *past_key;
+    const void *past_value;
+    void *output;
+    void *present_key;
+    void *present_value;
+} pb_multi_head_attention_args;
+int pb_multi_head_attention(const void *args);
+
 /* ---- host peak probes (perfbench peaks) ------------------------------------------------- */
 /* Each thread runs `iters` iterations of independent multiply-adds; *flops_out receives the
  * floating-point operations one call performs (all threads), *method_out what was used. */

@@ -48,6 +48,7 @@ COMMON_UNITS = [
     "dispatch.c",
     "timing.c",
     "kernels/drivers.c",
+    "kernels/attention.c",
     "isa/portable.c",
     "isa/portable16.c",
 ]

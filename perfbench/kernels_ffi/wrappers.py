@@ -176,3 +176,194 @@ def read_bandwidth(lib: Library, buf: np.ndarray, threads: int) -> KernelCall:
     sink = lib.ffi.new("float[]", threads)
     args.buf, args.bytes, args.sink = lib.ptr(buf), buf.nbytes, sink
     return KernelCall(lib, "read_bandwidth", args, [buf, sink])
+
+
+def _same_dtype(kernel: str, ref: np.ndarray, **arrays) -> None:
+    for name, a in arrays.items():
+        if a is not None and a.dtype != ref.dtype:
+            raise UsageError(f"{kernel}: {name} dtype {a.dtype} differs from query dtype {ref.dtype}")
+
+
+def _shape_is(kernel: str, name: str, a: np.ndarray, shape: tuple) -> None:
+    if tuple(a.shape) != tuple(shape):
+        raise UsageError(f"{kernel}: {name} must have shape {tuple(shape)}, got {tuple(a.shape)}")
+
+
+def group_query_attention(lib: Library, query: np.ndarray, key: np.ndarray, value: np.ndarray,
+                          past_key: np.ndarray | None, past_value: np.ndarray | None, seqlens_k: np.ndarray,
+                          total_sequence_length: int, output: np.ndarray, present_key: np.ndarray,
+                          present_value: np.ndarray, *, num_heads: int, kv_num_heads: int, scale: float = 0.0,
+                          cos_cache: np.ndarray | None = None, sin_cache: np.ndarray | None = None,
+                          do_rotary: int = 0, rotary_interleaved: int = 0, softcap: float = 0.0,
+                          local_window_size: int = -1, smooth_softmax: int = -1, threads: int = 1,
+                          device: str = "cpu") -> KernelCall:
+    """com.microsoft GroupQueryAttention. query (B, S, N*H), key/value (B, S, Nkv*H), past and
+    present caches (B, Nkv, capacity, H); present_key IS past_key (the same array) for the shared
+    buffer mode. Attribute values C does not implement (softcap, local_window_size,
+    smooth_softmax=1) are passed through: C declines them with an 'unsupported' status."""
+    k = "group_query_attention"
+    for name, a in (("query", query), ("key", key), ("value", value), ("seqlens_k", seqlens_k)):
+        _check_array(a, name, k)
+    for name, a in (("output", output), ("present_key", present_key), ("present_value", present_value)):
+        _check_array(a, name, k, writeable=True)
+    dt = dtypes.of_array(query)
+    _same_dtype(k, query, key=key, value=value, past_key=past_key, past_value=past_value, output=output,
+                present_key=present_key, present_value=present_value, cos_cache=cos_cache, sin_cache=sin_cache)
+    for name, v in (("num_heads", num_heads), ("kv_num_heads", kv_num_heads)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise UsageError(f"{k}: {name} must be a positive integer, got {v!r}")
+    if num_heads % kv_num_heads:
+        raise UsageError(f"{k}: num_heads={num_heads} is not a multiple of kv_num_heads={kv_num_heads}")
+    if query.ndim != 3 or query.shape[2] % num_heads:
+        raise UsageError(f"{k}: query must be (B, S, num_heads*H), got {query.shape} with num_heads={num_heads}")
+    b, s, h = query.shape[0], query.shape[1], query.shape[2] // num_heads
+    _shape_is(k, "key", key, (b, s, kv_num_heads * h))
+    _shape_is(k, "value", value, (b, s, kv_num_heads * h))
+    _shape_is(k, "output", output, query.shape)
+    if present_key.ndim != 4:
+        raise UsageError(f"{k}: present_key must be (B, Nkv, capacity, H), got {present_key.shape}")
+    cap = present_key.shape[2]
+    _shape_is(k, "present_key", present_key, (b, kv_num_heads, cap, h))
+    _shape_is(k, "present_value", present_value, (b, kv_num_heads, cap, h))
+    if (past_key is None) != (past_value is None):
+        raise UsageError(f"{k}: give both past_key and past_value or neither")
+    past_cap = 0
+    if past_key is not None:
+        _check_array(past_key, "past_key", k)
+        _check_array(past_value, "past_value", k)
+        if past_key.ndim != 4:
+            raise UsageError(f"{k}: past_key must be (B, Nkv, capacity, H), got {past_key.shape}")
+        past_cap = past_key.shape[2]
+        _shape_is(k, "past_key", past_key, (b, kv_num_heads, past_cap, h))
+        _shape_is(k, "past_value", past_value, (b, kv_num_heads, past_cap, h))
+        if (past_key is present_key) != (past_value is present_value):
+            raise UsageError(f"{k}: share both caches (present is past) or neither")
+    if seqlens_k.dtype != np.int32 or seqlens_k.shape != (b,):
+        raise UsageError(f"{k}: seqlens_k must be int32 of shape ({b},), got {seqlens_k.dtype}{seqlens_k.shape}")
+    if isinstance(total_sequence_length, bool) or not isinstance(total_sequence_length, (int, np.integer)) \
+            or not 1 <= total_sequence_length < 2**31:
+        raise UsageError(f"{k}: total_sequence_length must be a positive int32, got {total_sequence_length!r}")
+    first = s == total_sequence_length
+    for i, v in enumerate(seqlens_k.tolist()):
+        tot = v + 1
+        if not 1 <= tot <= min(cap, total_sequence_length):
+            raise UsageError(f"{k}: seqlens_k[{i}]={v}: need 0 <= seqlens_k < min(total_sequence_length="
+                             f"{total_sequence_length}, present capacity {cap})")
+        if first and tot > s:
+            raise UsageError(f"{k}: first prompt (seq == total_sequence_length == {s}) but seqlens_k[{i}]={v}")
+        if not first and not (s <= tot and tot - s <= past_cap):
+            raise UsageError(f"{k}: seqlens_k[{i}]={v}: {tot} tokens need seq={s} <= tokens and "
+                             f"tokens - seq <= past capacity {past_cap}")
+    rot_pos = rot_half = 0
+    if do_rotary not in (0, 1) or rotary_interleaved not in (0, 1):
+        raise UsageError(f"{k}: do_rotary and rotary_interleaved must be 0 or 1")
+    if do_rotary:
+        if cos_cache is None or sin_cache is None:
+            raise UsageError(f"{k}: do_rotary=1 needs cos_cache and sin_cache")
+        _check_array(cos_cache, "cos_cache", k)
+        _check_array(sin_cache, "sin_cache", k)
+        if cos_cache.ndim != 2 or sin_cache.shape != cos_cache.shape or not 1 <= 2 * cos_cache.shape[1] <= h:
+            raise UsageError(f"{k}: cos/sin caches must be (max_pos, rotary_dim/2) with rotary_dim <= {h}, "
+                             f"got {cos_cache.shape}/{sin_cache.shape}")
+        rot_pos, rot_half = cos_cache.shape
+        last = s - 1 if first else int(seqlens_k.max())
+        if last >= rot_pos:
+            raise UsageError(f"{k}: position {last} is outside the cos/sin cache rows [0, {rot_pos})")
+    for name, v in (("scale", scale), ("softcap", softcap)):
+        if not np.isfinite(v):
+            raise UsageError(f"{k}: {name}={v!r} must be finite")
+    args = lib.ffi.new("pb_group_query_attention_args*")
+    _exec(args, _check_threads(threads, k), device, k)
+    args.dtype = dt.onnx
+    args.do_rotary, args.rotary_interleaved = int(do_rotary), int(rotary_interleaved)
+    args.local_window_size, args.smooth_softmax = int(local_window_size), int(smooth_softmax)
+    args.total_sequence_length = int(total_sequence_length)
+    args.scale, args.softcap = float(scale), float(softcap)
+    args.batch, args.seq, args.num_heads, args.kv_num_heads, args.head_size = b, s, num_heads, kv_num_heads, h
+    args.past_capacity, args.present_capacity = past_cap, cap
+    args.rotary_max_pos, args.rotary_half = rot_pos, rot_half
+    args.query, args.key, args.value = lib.ptr(query), lib.ptr(key), lib.ptr(value)
+    if past_key is not None:
+        args.past_key, args.past_value = lib.ptr(past_key), lib.ptr(past_value)
+    args.seqlens_k = lib.ffi.cast("const int32_t *", seqlens_k.ctypes.data)
+    if do_rotary:
+        args.cos_cache, args.sin_cache = lib.ptr(cos_cache), lib.ptr(sin_cache)
+    args.output, args.present_key, args.present_value = lib.ptr(output), lib.ptr(present_key), lib.ptr(present_value)
+    keep = [a for a in (query, key, value, past_key, past_value, seqlens_k, cos_cache, sin_cache, output,
+                        present_key, present_value) if a is not None]
+    return KernelCall(lib, k, args, keep)
+
+
+def multi_head_attention(lib: Library, query: np.ndarray, key: np.ndarray, value: np.ndarray,
+                         output: np.ndarray, *, num_heads: int, key_padding_mask: np.ndarray | None = None,
+                         past_key: np.ndarray | None = None, past_value: np.ndarray | None = None,
+                         present_key: np.ndarray | None = None, present_value: np.ndarray | None = None,
+                         scale: float = 0.0, mask_filter_value: float = -10000.0, unidirectional: int = 0,
+                         threads: int = 1, device: str = "cpu") -> KernelCall:
+    """com.microsoft MultiHeadAttention: query (B, Sq, N*H), key/value (B, Skv, N*H); past
+    (B, N, P, H) with present = past ++ new (B, N, P + Skv, H); key_padding_mask int32
+    (B, P + Skv), > 0 = keep."""
+    k = "multi_head_attention"
+    for name, a in (("query", query), ("key", key), ("value", value)):
+        _check_array(a, name, k)
+    _check_array(output, "output", k, writeable=True)
+    dt = dtypes.of_array(query)
+    _same_dtype(k, query, key=key, value=value, output=output, past_key=past_key, past_value=past_value,
+                present_key=present_key, present_value=present_value)
+    if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or num_heads < 1:
+        raise UsageError(f"{k}: num_heads must be a positive integer, got {num_heads!r}")
+    if query.ndim != 3 or query.shape[2] % num_heads:
+        raise UsageError(f"{k}: query must be (B, S, num_heads*H), got {query.shape} with num_heads={num_heads}")
+    b, sq, d = query.shape
+    h = d // num_heads
+    if key.ndim != 3 or key.shape[0] != b or key.shape[2] != d:
+        raise UsageError(f"{k}: key must be (B={b}, kv_seq, {d}), got {key.shape}")
+    skv = key.shape[1]
+    _shape_is(k, "value", value, key.shape)
+    _shape_is(k, "output", output, query.shape)
+    if (past_key is None) != (past_value is None) or (present_key is None) != (present_value is None):
+        raise UsageError(f"{k}: give past_key with past_value and present_key with present_value")
+    past = 0
+    if past_key is not None:
+        if present_key is None:
+            raise UsageError(f"{k}: past_key needs present_key/present_value (ORT's output is wrong without them)")
+        _check_array(past_key, "past_key", k)
+        _check_array(past_value, "past_value", k)
+        if past_key.ndim != 4 or past_key.shape[:2] != (b, num_heads) or past_key.shape[3] != h:
+            raise UsageError(f"{k}: past_key must be (B, N, P, H) = ({b}, {num_heads}, P, {h}), got {past_key.shape}")
+        past = past_key.shape[2]
+        _shape_is(k, "past_value", past_value, past_key.shape)
+    total = past + skv
+    if present_key is not None:
+        _check_array(present_key, "present_key", k, writeable=True)
+        _check_array(present_value, "present_value", k, writeable=True)
+        _shape_is(k, "present_key", present_key, (b, num_heads, total, h))
+        _shape_is(k, "present_value", present_value, (b, num_heads, total, h))
+    if key_padding_mask is not None:
+        _check_array(key_padding_mask, "key_padding_mask", k)
+        if key_padding_mask.dtype != np.int32 or key_padding_mask.shape != (b, total):
+            raise UsageError(f"{k}: key_padding_mask must be int32 ({b}, {total}), got "
+                             f"{key_padding_mask.dtype}{key_padding_mask.shape}")
+    if unidirectional not in (0, 1):
+        raise UsageError(f"{k}: unidirectional must be 0 or 1, got {unidirectional!r}")
+    if unidirectional and sq > total:
+        raise UsageError(f"{k}: unidirectional with {sq} queries over {total} keys")
+    for name, v in (("scale", scale), ("mask_filter_value", mask_filter_value)):
+        if not np.isfinite(v):
+            raise UsageError(f"{k}: {name}={v!r} must be finite")
+    args = lib.ffi.new("pb_multi_head_attention_args*")
+    _exec(args, _check_threads(threads, k), device, k)
+    args.dtype = dt.onnx
+    args.unidirectional = int(unidirectional)
+    args.scale, args.mask_filter_value = float(scale), float(mask_filter_value)
+    args.batch, args.q_seq, args.kv_seq, args.num_heads, args.head_size, args.past_seq = b, sq, skv, num_heads, h, past
+    args.query, args.key, args.value, args.output = lib.ptr(query), lib.ptr(key), lib.ptr(value), lib.ptr(output)
+    if key_padding_mask is not None:
+        args.key_padding_mask = lib.ffi.cast("const int32_t *", key_padding_mask.ctypes.data)
+    if past_key is not None:
+        args.past_key, args.past_value = lib.ptr(past_key), lib.ptr(past_value)
+    if present_key is not None:
+        args.present_key, args.present_value = lib.ptr(present_key), lib.ptr(present_value)
+    keep = [a for a in (query, key, value, output, key_padding_mask, past_key, past_value, present_key,
+                        present_value) if a is not None]
+    return KernelCall(lib, k, args, keep)

@@ -82,7 +82,9 @@ class GraphSpec:
     op_type: str
     domain: str
     opset: int
-    inputs: list  # [(name, "float"|"int64"|..., shape)] in node order; "float" = the cell's dtype
+    # [(name, "float"|"int64"|"int32", shape)] in node order; "float" = the cell's dtype; a name
+    # "" leaves that optional input out; a str in a shape is a symbolic dimension
+    inputs: list
     outputs: list  # [(name, shape)] float outputs of the cell's dtype
     attrs: dict = field(default_factory=dict)
 
@@ -164,6 +166,27 @@ class Op:
 
     def output_shapes(self, case: Case) -> dict:
         return {name: shape for name, shape in self.graph(case).outputs}
+
+    def aliases(self, case: Case) -> dict:
+        """{output: input} for outputs that ARE an input buffer (a KV cache that past and present
+        share): the kernel and ORT write into that input."""
+        return {}
+
+    def private_inputs(self, case: Case, inputs: dict) -> dict:
+        """The inputs one side may use: aliased buffers copied (that side writes into them),
+        the rest shared read-only."""
+        al = set(self.aliases(case).values())
+        return {k: (v.copy() if k in al else v) for k, v in inputs.items()}
+
+    def new_outputs(self, case: Case, np_dtype, inputs: dict) -> dict:
+        """Output buffers for one side: new arrays, except aliased outputs, which are that side's
+        own input buffer (pass private_inputs)."""
+        al = self.aliases(case)
+        return {n: (inputs[al[n]] if n in al else np.empty(s, np_dtype)) for n, s in self.output_shapes(case).items()}
+
+    def bound_for(self, case: Case) -> str:
+        """"memory" (GB/s) or "compute" (GFLOP/s) for this case."""
+        return self.bound
 
     def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int, device: str = "cpu"):
         """A KernelCall writing into `outputs` (arrays of the cell's dtype) on `device`."""

@@ -31,11 +31,12 @@ def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1) -> bytes:
 
     g_inputs, nodes, g_outputs = [], [], []
     for k in range(copies):
-        g_inputs += [helper.make_tensor_value_info(f"{n}__{k}", elem(t), list(shape)) for n, t, shape in spec.inputs]
+        g_inputs += [helper.make_tensor_value_info(f"{n}__{k}", elem(t), list(shape))
+                     for n, t, shape in spec.inputs if n]
         outs = [f"{n}__{k}" for n, _ in spec.outputs]
         nodes.append(
-            helper.make_node(spec.op_type, [f"{n}__{k}" for n, _, _ in spec.inputs], outs, name=f"node{k}",
-                             domain=spec.domain or None, **spec.attrs)
+            helper.make_node(spec.op_type, [f"{n}__{k}" if n else "" for n, _, _ in spec.inputs], outs,
+                             name=f"node{k}", domain=spec.domain or None, **spec.attrs)
         )
         g_outputs += [helper.make_tensor_value_info(o, dtype.onnx, list(shape))
                       for o, (_, shape) in zip(outs, spec.outputs)]
@@ -83,6 +84,8 @@ class Bound:
         self.outputs = outputs
         self._keep = []
         for name, _, _ in spec.inputs:
+            if not name:
+                continue
             value = ort.OrtValue.ortvalue_from_numpy(inputs[name])
             self._keep.append(value)
             for k in range(copies):

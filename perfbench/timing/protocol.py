@@ -196,9 +196,10 @@ class Harness:
         # ORT's numerics, and its error is reported, so that if ORT then crashes or hangs, ours
         # is still judged (CONTRACTS §8: where ORT cannot run the case, tol = floor)
         self.progress("ours: numerics")
-        ours_out = {n: np.empty(s, dt.numpy) for n, s in shapes.items()}
+        ours_in = op.private_inputs(case, inputs)  # aliased KV caches: ours writes its own copy
+        ours_out = op.new_outputs(case, dt.numpy, ours_in)
         try:
-            op.prepare_ours(self.lib, case, inputs, ours_out, spec.threads, device=spec.device).run()
+            op.prepare_ours(self.lib, case, ours_in, ours_out, spec.threads, device=spec.device).run()
             self.progress("ours: numerics done", ours_err=numerics.max_error(ours_out, oracle, rows), floor=floor)
         except (NativeError, UsageError) as e:
             out.ours_status = "no-kernel" if isinstance(e, NativeError) and e.status == 2 else "error"
@@ -209,13 +210,13 @@ class Harness:
         ort_out = None
         if ort_dt is not None:
             self.progress("ort: numerics")
-            ort_out = {n: np.empty(s, ort_dt.numpy) for n, s in shapes.items()}
+            ort_out = op.new_outputs(case, ort_dt.numpy, ort_inputs)
             try:
                 sess = ortlib.make_session(ortlib.build_model(graph, ort_dt), spec.threads, spec.spin)
                 ortlib.Bound(sess, graph, 1, ort_inputs, ort_out).run()
+                prof_in = op.private_inputs(case, ort_inputs)
                 out.ort_path, out.ort_ops = ortlib.profile_path(
-                    graph, ort_dt, spec.threads, spec.spin, ort_inputs,
-                    {n: np.empty(s, ort_dt.numpy) for n, s in shapes.items()})
+                    graph, ort_dt, spec.threads, spec.spin, prof_in, op.new_outputs(case, ort_dt.numpy, prof_in))
                 if ort_dt.name != dt.name:
                     out.ort_path = "substituted"
             except Exception as e:  # noqa: BLE001 - ORT failures are data
@@ -293,10 +294,10 @@ class Harness:
     def _fresh(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, copies):
         """Fresh buffers (same bytes) and fresh ORT sessions for one replicate."""
         mine = {k: v.copy() for k, v in inputs.items()}
-        ours_out = {n: np.empty(s, dt.numpy) for n, s in shapes.items()}
+        ours_out = op.new_outputs(case, dt.numpy, mine)
         call = op.prepare_ours(self.lib, case, mine, ours_out, spec.threads, device=spec.device)
         theirs = ortlib.to_ort_dtype(inputs, ort_dt) if ort_dt.name != dt.name else {k: v.copy() for k, v in inputs.items()}
-        ort_out = {n: np.empty(s, ort_dt.numpy) for n, s in shapes.items()}
+        ort_out = op.new_outputs(case, ort_dt.numpy, theirs)
         bound = {}
         with ort_side():
             for k in sorted(set(copies)):

@@ -34,6 +34,7 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #include "elementwise.inc.c"
 #include "softmax.inc.c"
 #include "rotary.inc.c"
+#include "attention.inc.c"
 #undef PB_DT
 #undef T
 #undef T_IS_F32
@@ -55,6 +56,7 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #include "elementwise.inc.c"
 #include "softmax.inc.c"
 #include "rotary.inc.c"
+#include "attention.inc.c"
 #undef PB_DT
 #undef T
 #undef T_IS_F32
@@ -78,6 +80,7 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #include "elementwise.inc.c"
 #include "softmax.inc.c"
 #include "rotary.inc.c"
+#include "attention.inc.c"
 #undef PB_DT
 #undef T
 #undef T_IS_F32
@@ -97,6 +100,9 @@ const pb_isa PB_CAT(pb_isa_, PB_ISA) = {
     .rotary = {PB_UK(f32, rotary), PB_UK(f16, rotary), PB_UK(bf16, rotary)},
     .cast_to_f32 = {PB_UK(f32, cast_to_f32), PB_UK(f16, cast_to_f32), PB_UK(bf16, cast_to_f32)},
     .cast_from_f32 = {PB_UK(f32, cast_from_f32), PB_UK(f16, cast_from_f32), PB_UK(bf16, cast_from_f32)},
+    .attention = {PB_UK(f32, attention), PB_UK(f16, attention), PB_UK(bf16, attention)},
+    .attn_combine = {PB_UK(f32, attn_combine), PB_UK(f16, attn_combine), PB_UK(bf16, attn_combine)},
+    .kv_append = {PB_UK(f32, kv_append), PB_UK(f16, kv_append), PB_UK(bf16, kv_append)},
     .peak_fma_f32 = PB_ISA_FN(peak_fma_f32),
     .peak_bf16_dot = PB_ISA_FN(peak_bf16_dot),
     .peak_bf16_method = PB_PEAK_BF16_METHOD,

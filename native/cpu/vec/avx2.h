@@ -26,6 +26,11 @@ static inline float vf_hsum(vf a) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+/* out[0..3] = horizontal sums of a, b, c, d (three hadds and one cross-half add) */
+static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
+    __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
 /* reinterpret a's bits shifted left by 23: turns a biased integer held in the low mantissa
  * bits into the exponent field (exp's 2^n) */
 static inline vf vf_shl23(vf a) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(a), 23)); }

@@ -17,6 +17,12 @@ static inline vf vf_fnmadd(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c);
 static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 static inline float vf_hmax(vf a) { return _mm512_reduce_max_ps(a); }
 static inline float vf_hsum(vf a) { return _mm512_reduce_add_ps(a); }
+/* out[0..3] = horizontal sums of a, b, c, d: each folded to 8 lanes, then three hadds */
+static inline __m256 pb_fold256(vf a) { return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)); }
+static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
+    __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(pb_fold256(a), pb_fold256(b)), _mm256_hadd_ps(pb_fold256(c), pb_fold256(d)));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
 static inline vf vf_shl23(vf a) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(a), 23)); }
 static inline vf vf_swap_pairs(vf a) { return _mm512_permute_ps(a, 0xB1); }
 

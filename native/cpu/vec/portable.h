@@ -31,6 +31,12 @@ static inline vf vf_fnmadd(vf a, vf b, vf c) { PB_VLOOP(i) c.v[i] = c.v[i] - a.v
 static inline vf vf_max(vf a, vf b) { PB_VLOOP(i) a.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i]; return a; }
 static inline float vf_hmax(vf a) { float m = a.v[0]; for (int i = 1; i < PB_LANES; i++) m = a.v[i] > m ? a.v[i] : m; return m; }
 static inline float vf_hsum(vf a) { float s = 0.0f; PB_VLOOP(i) s += a.v[i]; return s; }
+static inline void vf_hsum4(vf a, vf b, vf c, vf d, float *out) {
+    out[0] = vf_hsum(a);
+    out[1] = vf_hsum(b);
+    out[2] = vf_hsum(c);
+    out[3] = vf_hsum(d);
+}
 static inline vf vf_shl23(vf a) {
     PB_VLOOP(i) {
         uint32_t bits;
