@@ -69,6 +69,10 @@ typedef struct pb_attn_plan {
     pb_rope rope; /* applied to the queries */
 } pb_attn_plan;
 
+/* A query block of at least this many rows (positions x grouped heads) takes the prefill
+ * (GEMM) form; fewer take the decode (dot-product) form. */
+#define PB_ATT_PACK_ROWS 8
+
 /* Rows [s0, s1) x the G heads of KV head g in batch row b, keys [t0, t1). partial == NULL: the
  * finished output is stored; else (max, sum, unnormalized output) per row go to partial. */
 typedef int (*pb_attn_ukernel)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1, int64_t t0,

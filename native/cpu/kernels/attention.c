@@ -28,11 +28,15 @@
 
 /* ---- scheduling ---- */
 typedef struct {
-    int64_t rows_per_item, n_sblocks, nsplit, chunk, items, part_stride;
+    int64_t rows_per_item, n_sblocks, ngroups, nsplit, chunk, items, part_stride;
     int32_t threads;
 } attn_sched;
 
-/* p's shapes only (its arrays need not exist yet); max_kv = the longest batch row's keys */
+/* p's shapes only (its arrays need not exist yet); max_kv = the longest batch row's keys.
+ * Decode form (a block has < PB_ATT_PACK_ROWS rows): one block per item, keys split across
+ * threads when (batch x KV heads) cannot keep them busy. Prefill form: an item is a group of
+ * consecutive query blocks of one KV head (its keys converted once for all of them); groups
+ * per head are as few as keep every thread fed. */
 static void plan_schedule(const pb_attn_plan *p, int64_t max_kv, int32_t max_threads, attn_sched *s) {
     s->rows_per_item = p->G >= PB_ATT_ROWS ? 1 : PB_ATT_ROWS / p->G;
     if (s->rows_per_item > p->S) s->rows_per_item = p->S;
@@ -41,16 +45,21 @@ static void plan_schedule(const pb_attn_plan *p, int64_t max_kv, int32_t max_thr
     work = work > PB_ATT_LIMIT / (max_kv + 1) ? PB_ATT_LIMIT : work * (max_kv + 1);
     work = work > PB_ATT_LIMIT / p->H ? PB_ATT_LIMIT : work * p->H;
     s->threads = pb_threads_for(max_threads, work, PB_ATT_GRAIN);
+    const int64_t heads = p->B * p->Nkv;
+    const int prefill = s->rows_per_item * p->G >= PB_ATT_PACK_ROWS;
     s->nsplit = 1;
-    const int64_t base = p->B * p->Nkv * s->n_sblocks;
-    if (s->threads > 1 && s->n_sblocks == 1 && base < 4 * s->threads) {
-        int64_t want = (4 * s->threads + base - 1) / base;
+    s->ngroups = s->n_sblocks;
+    if (prefill) {
+        int64_t want = s->threads > 1 ? (4 * s->threads + heads - 1) / heads : 1;
+        s->ngroups = want < s->n_sblocks ? want : s->n_sblocks;
+    } else if (s->threads > 1 && s->n_sblocks == 1 && heads < 4 * s->threads) {
+        int64_t want = (4 * s->threads + heads - 1) / heads;
         int64_t most = max_kv / PB_ATT_MIN_SPLIT_KEYS;
         s->nsplit = want < most ? want : most;
         if (s->nsplit < 1) s->nsplit = 1;
     }
     s->chunk = s->nsplit > 1 ? ((max_kv + s->nsplit - 1) / s->nsplit + 63) / 64 * 64 : INT64_MAX;
-    s->items = base * s->nsplit;
+    s->items = heads * s->ngroups * s->nsplit;
     const int64_t R = s->rows_per_item * p->G;
     s->part_stride = s->nsplit > 1 ? 2 * R + R * p->Hp : 0;
 }
@@ -75,14 +84,16 @@ static void attn_items(void *vctx, int64_t r0, int64_t r1) {
     attn_ctx *c = (attn_ctx *)vctx;
     const pb_attn_plan *p = c->p;
     const attn_sched *s = c->s;
-    const int64_t per_block = p->B * p->Nkv * s->nsplit;
+    const int64_t per_group = p->B * p->Nkv * s->nsplit;
     for (;;) {
         const int64_t i = (int64_t)atomic_fetch_add(&c->next, 1);
         if (i >= s->items) break;
-        /* heaviest first: causal blocks late in the sequence see the most keys */
-        const int64_t sbk = s->n_sblocks - 1 - i / per_block, rem = i % per_block;
+        /* heaviest first: causal groups late in the sequence see the most keys */
+        const int64_t grp = s->ngroups - 1 - i / per_group, rem = i % per_group;
         const int64_t b = rem / (p->Nkv * s->nsplit), g = rem / s->nsplit % p->Nkv, split = rem % s->nsplit;
-        const int64_t s0 = sbk * s->rows_per_item, s1 = s0 + s->rows_per_item < p->S ? s0 + s->rows_per_item : p->S;
+        const int64_t blk0 = grp * s->n_sblocks / s->ngroups, blk1 = (grp + 1) * s->n_sblocks / s->ngroups;
+        const int64_t s0 = blk0 * s->rows_per_item;
+        const int64_t s1 = blk1 * s->rows_per_item < p->S ? blk1 * s->rows_per_item : p->S;
         const int64_t t0 = s->nsplit > 1 ? split * s->chunk : 0;
         const int64_t t1 = s->nsplit > 1 && split < s->nsplit - 1 ? t0 + s->chunk : INT64_MAX;
         float *part = s->nsplit > 1 ? c->partials + ((b * p->Nkv + g) * s->nsplit + split) * s->part_stride : NULL;
@@ -265,6 +276,7 @@ int pb_group_query_attention(const void *args) {
     for (int64_t b = 0; b < B; b++) max_kv = a->seqlens_k[b] + 1 > max_kv ? a->seqlens_k[b] + 1 : max_kv;
     attn_sched sch;
     plan_schedule(&p, max_kv, a->exec.num_threads, &sch);
+    p.rows_per_item = sch.rows_per_item;
     /* driver arena: kv_len, past_len, positions, then the split partials */
     const size_t head = (sizeof(int64_t) * (size_t)(2 * B + B * S) + 63) / 64 * 64;
     char *arena = (char *)pb_scratch_slot(1, head + sizeof(float) * partial_floats(&p, &sch));
@@ -339,6 +351,7 @@ int pb_multi_head_attention(const void *args) {
     };
     attn_sched sch;
     plan_schedule(&p, total, a->exec.num_threads, &sch);
+    p.rows_per_item = sch.rows_per_item;
     /* driver arena: kv_len, past_len, positions, key bias, then the split partials */
     const size_t off_bias = (head + 63) / 64 * 64, off_part = off_bias + (sizeof(float) * bias + 63) / 64 * 64;
     char *arena = (char *)pb_scratch_slot(1, off_part + sizeof(float) * partial_floats(&p, &sch));

@@ -20,7 +20,7 @@
  * zero. A row that sees no key at all yields zeros. */
 #ifndef PB_ATT_TK
 #define PB_ATT_TK 64        /* keys per tile: a multiple of 2 vectors at every lane count */
-#define PB_ATT_PACK_ROWS 8  /* rows from which key tiles are packed for the GEMM form */
+#define PB_ATT_TK_DOT 32    /* keys per tile in the dot form: K and V tiles stay in L1 */
 #endif
 
 /* ---- f32 helpers: defined once per ISA (they do not depend on the element type) ---- */
@@ -64,9 +64,9 @@ static inline void PB_ISA_FN(att_scale)(float *x, int64_t n, float a) {
 }
 
 /* sc[r*TK + c] = q[r] . kt[:, c] for all rows, columns [0, ncols) (ncols a multiple of 2L);
- * kt is Hp x TK (packed, zero-padded). */
-static void PB_ISA_FN(att_scores_packed)(const float *q, int64_t R, int64_t Hp, const float *kt, int64_t ncols,
-                                         float *sc) {
+ * kt is Hp rows of keys transposed, ldk apart (packed, zero-padded). */
+static void PB_ISA_FN(att_scores_packed)(const float *q, int64_t R, int64_t Hp, const float *kt, int64_t ldk,
+                                         int64_t ncols, float *sc) {
     const int64_t L = PB_LANES, TK = PB_ATT_TK;
     int64_t r = 0;
     for (; r + 4 <= R; r += 4) {
@@ -75,7 +75,7 @@ static void PB_ISA_FN(att_scores_packed)(const float *q, int64_t R, int64_t Hp, 
             vf a00 = vf_zero(), a01 = vf_zero(), a10 = vf_zero(), a11 = vf_zero();
             vf a20 = vf_zero(), a21 = vf_zero(), a30 = vf_zero(), a31 = vf_zero();
             const float *kc = kt + c;
-            for (int64_t h = 0; h < Hp; h++, kc += TK) {
+            for (int64_t h = 0; h < Hp; h++, kc += ldk) {
                 const vf k0 = vf_load_f32(kc), k1 = vf_load_f32(kc + L);
                 vf w = vf_set1(q0[h]);
                 a00 = vf_fmadd(w, k0, a00);
@@ -106,7 +106,7 @@ static void PB_ISA_FN(att_scores_packed)(const float *q, int64_t R, int64_t Hp, 
         for (int64_t c = 0; c < ncols; c += 2 * L) {
             vf a0 = vf_zero(), a1 = vf_zero();
             const float *kc = kt + c;
-            for (int64_t h = 0; h < Hp; h++, kc += TK) {
+            for (int64_t h = 0; h < Hp; h++, kc += ldk) {
                 const vf w = vf_set1(q0[h]);
                 a0 = vf_fmadd(w, vf_load_f32(kc), a0);
                 a1 = vf_fmadd(w, vf_load_f32(kc + L), a1);
@@ -255,11 +255,12 @@ static void PB_ISA_FN(att_pv)(const float *p, int64_t R, int64_t nk, const float
     }
 }
 
-/* One tile's online-softmax step for one row: sc row (TK wide, entries >= lim are masked)
+/* One tile's online-softmax step for one row: sc row (TK wide, a multiple of the lanes;
+ * entries >= lim are masked)
  * becomes probabilities relative to the new running max; returns the factor the row's output
  * must be rescaled by. */
-static inline float PB_ISA_FN(att_softmax_step)(float *row, int64_t lim, float *m, float *l) {
-    const int64_t L = PB_LANES, TK = PB_ATT_TK;
+static inline float PB_ISA_FN(att_softmax_step)(float *row, int64_t TK, int64_t lim, float *m, float *l) {
+    const int64_t L = PB_LANES;
     if (lim <= 0) { /* nothing visible in this tile */
         memset(row, 0, sizeof(float) * TK);
         return 1.0f;
@@ -335,100 +336,181 @@ static inline void PB_UK(PB_DT, att_store_row)(const float *src, T *dst, int64_t
     if (i < H) PB_UK(PB_DT, store_part)(dst + i, vf_mul(vf_load_f32(src + i), av), H - i);
 }
 
-static int PB_UK(PB_DT, attention)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1, int64_t t0,
-                                   int64_t t1, float *partial) {
-    const int64_t TK = PB_ATT_TK, L = PB_LANES;
-    const int64_t H = p->H, Hp = p->Hp, G = p->G, S = p->S, ns = s1 - s0, R = ns * G;
-    const int packed = R >= PB_ATT_PACK_ROWS;
-    const int direct = T_IS_F32 && H == Hp; /* K/V rows usable in place */
-    const int64_t rw = p->rope.cos ? 2 * p->rope.half : 0;
-    const size_t floats = (size_t)(2 * R * Hp + R * TK + 2 * R + 2 * TK * Hp + 2 * rw) + 2 * (size_t)L;
-    float *ws = (float *)pb_scratch(floats * sizeof(float));
-    if (ws == NULL) return PB_ERR_OUT_OF_MEMORY;
-    float *qf = ws, *o = qf + R * Hp, *sc = o + R * Hp, *m = sc + R * TK, *l = m + R;
-    float *kt = l + R, *vt = kt + TK * Hp, *cb = vt + TK * Hp, *sb = cb + rw;
-
-    /* queries: converted, rotated, scaled, padded */
-    for (int64_t si = 0; si < ns; si++) {
-        const int64_t bs = b * S + s0 + si;
-        if (rw) PB_UK(PB_DT, att_rope_row)(&p->rope, p->q_pos[bs], cb, sb);
+/* Queries of positions [s0, s1) x the G heads of KV head g: converted, rotated, scaled, padded */
+static void PB_UK(PB_DT, att_queries)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1, float *qf,
+                                      float *cb, float *sb) {
+    const int64_t H = p->H, Hp = p->Hp, G = p->G;
+    for (int64_t si = 0; si < s1 - s0; si++) {
+        const int64_t bs = b * p->S + s0 + si;
+        if (p->rope.cos) PB_UK(PB_DT, att_rope_row)(&p->rope, p->q_pos[bs], cb, sb);
         for (int64_t j = 0; j < G; j++) {
             float *dst = qf + (si * G + j) * Hp;
             PB_UK(PB_DT, att_load_row)((const T *)p->q + (bs * p->Nq + g * G + j) * H, dst, H, Hp);
-            if (rw) PB_ISA_FN(att_rope_f32)(dst, cb, sb, p->rope.half, p->rope.interleaved);
+            if (p->rope.cos) PB_ISA_FN(att_rope_f32)(dst, cb, sb, p->rope.half, p->rope.interleaved);
             PB_ISA_FN(att_scale)(dst, Hp, p->scale);
         }
     }
+}
+
+/* Causal limits and padding bias on a score tile, then the online-softmax step per row */
+static inline void PB_UK(PB_DT, att_tile_softmax)(const pb_attn_plan *p, int64_t b, int64_t s0, int64_t R, int64_t tt,
+                                                  int64_t nk, int64_t tk, float *sc, float *m, float *l, float *o) {
+    const int64_t G = p->G, Hp = p->Hp;
+    for (int64_t r = 0; r < R; r++) {
+        float *row = sc + r * PB_ATT_TK;
+        int64_t lim = nk;
+        if (p->causal) {
+            const int64_t vis = p->q_pos[b * p->S + s0 + r / G] - tt + 1;
+            if (vis < lim) lim = vis;
+        }
+        if (p->key_bias && lim > 0) {
+            const float *bias = p->key_bias + b * p->bias_stride + tt;
+            for (int64_t c = 0; c < lim; c++) row[c] += bias[c];
+        }
+        const float alpha = PB_ISA_FN(att_softmax_step)(row, tk, lim, &m[r], &l[r]);
+        if (alpha != 1.0f) PB_ISA_FN(att_scale)(o + r * Hp, Hp, alpha);
+    }
+}
+
+/* Finished rows of positions [s0, s1) -> the output (T) */
+static void PB_UK(PB_DT, att_store_out)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1,
+                                        const float *o, const float *l) {
+    const int64_t H = p->H, Hp = p->Hp, G = p->G;
+    for (int64_t si = 0; si < s1 - s0; si++) {
+        T *dst = (T *)p->out + ((b * p->S + s0 + si) * p->Nq + g * G) * H;
+        for (int64_t j = 0; j < G; j++) {
+            const int64_t r = si * G + j;
+            PB_UK(PB_DT, att_store_row)(o + r * Hp, dst + j * H, H, l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
+        }
+    }
+}
+
+/* keys visible to positions [s0, s1) of batch row b within [t0, t1) end before this */
+static inline int64_t PB_UK(PB_DT, att_kend)(const pb_attn_plan *p, int64_t b, int64_t s1, int64_t t1) {
+    int64_t kend = p->kv_len[b] < t1 ? p->kv_len[b] : t1;
+    if (p->causal) {
+        const int64_t last = p->q_pos[b * p->S + s1 - 1] + 1; /* positions grow with s */
+        if (last < kend) kend = last;
+    }
+    return kend;
+}
+
+/* Prefill form: the item's keys [t0, kend) are converted once -- keys transposed into
+ * kt (Hp x ldk, zero-padded columns), values into rows of Hp -- then every query block of
+ * p->rows_per_item positions in [s0, s1) runs the GEMM-form tiles over them. */
+static int PB_UK(PB_DT, att_prefill)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1, int64_t t0,
+                                     int64_t t1) {
+    const int64_t TK = PB_ATT_TK, L = PB_LANES, H = p->H, Hp = p->Hp, G = p->G;
+    const int64_t bsz = p->rows_per_item, Rmax = bsz * G;
+    const int64_t kend = PB_UK(PB_DT, att_kend)(p, b, s1, t1);
+    const int64_t nkeys = kend > t0 ? kend - t0 : 0;
+    /* whole tiles plus 2 vectors: rows of kt never a multiple of 4 KiB apart (one L1 set) */
+    const int64_t ldk = (nkeys + TK - 1) / TK * TK + 2 * L;
+    const int64_t rw = p->rope.cos ? 2 * p->rope.half : 0;
+    const size_t floats = (size_t)(Hp * ldk + (nkeys + 1) * Hp + 2 * Rmax * Hp + Rmax * TK + 2 * Rmax + 2 * rw + Hp);
+    float *ws = (float *)pb_scratch(floats * sizeof(float));
+    if (ws == NULL) return PB_ERR_OUT_OF_MEMORY;
+    float *kt = ws, *vall = kt + Hp * ldk, *qf = vall + (nkeys + 1) * Hp, *o = qf + Rmax * Hp;
+    float *sc = o + Rmax * Hp, *m = sc + Rmax * TK, *l = m + Rmax, *cb = l + Rmax, *sb = cb + rw, *tmp = sb + rw;
+
+    const T *kb = (const T *)p->k + b * p->kv_sb + g * p->kv_sg;
+    const T *vb = (const T *)p->v + b * p->kv_sb + g * p->kv_sg;
+    const int64_t st = p->kv_st;
+    for (int64_t c = 0; c < nkeys; c++) {
+        PB_UK(PB_DT, att_load_row)(kb + (t0 + c) * st, tmp, H, Hp);
+        for (int64_t h = 0; h < Hp; h++) kt[h * ldk + c] = tmp[h];
+        PB_UK(PB_DT, att_load_row)(vb + (t0 + c) * st, vall + c * Hp, H, Hp);
+    }
+    for (int64_t h = 0; h < Hp; h++)
+        for (int64_t c = nkeys; c < ldk; c++) kt[h * ldk + c] = 0.0f;
+
+    for (int64_t q0 = s0; q0 < s1; q0 += bsz) {
+        const int64_t q1 = q0 + bsz < s1 ? q0 + bsz : s1, R = (q1 - q0) * G;
+        PB_UK(PB_DT, att_queries)(p, b, g, q0, q1, qf, cb, sb);
+        for (int64_t r = 0; r < R; r++) {
+            m[r] = -INFINITY;
+            l[r] = 0.0f;
+        }
+        memset(o, 0, sizeof(float) * (size_t)(R * Hp));
+        const int64_t bend = PB_UK(PB_DT, att_kend)(p, b, q1, t1);
+        for (int64_t tt = t0; tt < bend; tt += TK) {
+            const int64_t nk = bend - tt < TK ? bend - tt : TK;
+            const int64_t ncols = (nk + 2 * L - 1) / (2 * L) * (2 * L);
+            PB_ISA_FN(att_scores_packed)(qf, R, Hp, kt + (tt - t0), ldk, ncols, sc);
+            PB_UK(PB_DT, att_tile_softmax)(p, b, q0, R, tt, nk, TK, sc, m, l, o);
+            PB_ISA_FN(att_pv)(sc, R, nk, vall + (tt - t0) * Hp, Hp, Hp, o);
+        }
+        PB_UK(PB_DT, att_store_out)(p, b, g, q0, q1, o, l);
+    }
+    return PB_OK;
+}
+
+/* Decode form (few rows): dot-product scores on key rows streamed tile by tile (f32 rows in
+ * place when the head size fills whole vectors, else converted), values through an L1 tile. */
+static int PB_UK(PB_DT, att_decode)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1, int64_t t0,
+                                    int64_t t1, float *partial) {
+    const int64_t TK = PB_ATT_TK, tk = PB_ATT_TK_DOT, H = p->H, Hp = p->Hp, G = p->G, R = (s1 - s0) * G;
+    const int direct = T_IS_F32 && H == Hp;
+    const int64_t rw = p->rope.cos ? 2 * p->rope.half : 0;
+    const size_t floats = (size_t)(2 * R * Hp + R * TK + 2 * R + 2 * tk * Hp + 2 * rw);
+    float *ws = (float *)pb_scratch(floats * sizeof(float));
+    if (ws == NULL) return PB_ERR_OUT_OF_MEMORY;
+    float *qf = ws, *o = qf + R * Hp, *sc = o + R * Hp, *m = sc + R * TK, *l = m + R;
+    float *kt = l + R, *vt = kt + tk * Hp, *cb = vt + tk * Hp, *sb = cb + rw;
+
+    PB_UK(PB_DT, att_queries)(p, b, g, s0, s1, qf, cb, sb);
     for (int64_t r = 0; r < R; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
     memset(o, 0, sizeof(float) * (size_t)(R * Hp));
-
-    int64_t kend = p->kv_len[b] < t1 ? p->kv_len[b] : t1;
-    if (p->causal) {
-        const int64_t last = p->q_pos[b * S + s1 - 1] + 1; /* positions grow with s */
-        if (last < kend) kend = last;
-    }
+    const int64_t kend = PB_UK(PB_DT, att_kend)(p, b, s1, t1);
     const T *kb = (const T *)p->k + b * p->kv_sb + g * p->kv_sg;
     const T *vb = (const T *)p->v + b * p->kv_sb + g * p->kv_sg;
     const int64_t st = p->kv_st;
-    for (int64_t tt = t0; tt < kend; tt += TK) {
-        const int64_t nk = kend - tt < TK ? kend - tt : TK;
-        /* scores */
-        if (packed) {
-            for (int64_t c = 0; c < nk; c++) {
-                PB_UK(PB_DT, att_load_row)(kb + (tt + c) * st, vt, H, Hp);
-                for (int64_t h = 0; h < Hp; h++) kt[h * TK + c] = vt[h];
-            }
-            const int64_t ncols = (nk + 2 * L - 1) / (2 * L) * (2 * L);
-            for (int64_t c = nk; c < ncols; c++)
-                for (int64_t h = 0; h < Hp; h++) kt[h * TK + c] = 0.0f;
-            PB_ISA_FN(att_scores_packed)(qf, R, Hp, kt, ncols, sc);
-        } else if (direct) {
+    const size_t row_bytes = sizeof(T) * (size_t)H, stride = sizeof(T) * (size_t)st;
+    for (int64_t tt = t0; tt < kend; tt += tk) {
+        const int64_t nk = kend - tt < tk ? kend - tt : tk;
+        /* the next tile's rows are requested now: the hardware prefetcher alone leaves this
+         * loop waiting on L3/DRAM latency row by row (decode reads each row once) */
+        if (tt + tk < kend) {
+            const int64_t nn = kend - tt - tk < tk ? kend - tt - tk : tk;
+            const char *kp = (const char *)(kb + (tt + tk) * st), *vp = (const char *)(vb + (tt + tk) * st);
+            for (int64_t c = 0; c < nn; c++, kp += stride, vp += stride)
+                for (size_t off = 0; off < row_bytes; off += 64) {
+                    __builtin_prefetch(kp + off, 0, 3);
+                    __builtin_prefetch(vp + off, 0, 3);
+                }
+        }
+        if (direct) {
             PB_ISA_FN(att_scores_dot)(qf, R, Hp, (const float *)(const void *)(kb + tt * st), st, nk, sc);
         } else {
             for (int64_t c = 0; c < nk; c++) PB_UK(PB_DT, att_load_row)(kb + (tt + c) * st, kt + c * Hp, H, Hp);
             PB_ISA_FN(att_scores_dot)(qf, R, Hp, kt, Hp, nk, sc);
         }
-        /* masks and the online softmax */
-        for (int64_t r = 0; r < R; r++) {
-            float *row = sc + r * TK;
-            int64_t lim = nk;
-            if (p->causal) {
-                const int64_t vis = p->q_pos[b * S + s0 + r / G] - tt + 1;
-                if (vis < lim) lim = vis;
-            }
-            if (p->key_bias && lim > 0) {
-                const float *bias = p->key_bias + b * p->bias_stride + tt;
-                for (int64_t c = 0; c < lim; c++) row[c] += bias[c];
-            }
-            const float alpha = PB_ISA_FN(att_softmax_step)(row, lim, &m[r], &l[r]);
-            if (alpha != 1.0f) PB_ISA_FN(att_scale)(o + r * Hp, Hp, alpha);
-        }
-        /* values */
-        if (direct) {
-            PB_ISA_FN(att_pv)(sc, R, nk, (const float *)(const void *)(vb + tt * st), st, Hp, o);
-        } else {
-            for (int64_t c = 0; c < nk; c++) PB_UK(PB_DT, att_load_row)(vb + (tt + c) * st, vt + c * Hp, H, Hp);
-            PB_ISA_FN(att_pv)(sc, R, nk, vt, Hp, Hp, o);
-        }
+        PB_UK(PB_DT, att_tile_softmax)(p, b, s0, R, tt, nk, tk, sc, m, l, o);
+        /* values through an L1 tile: the PV loop walks it h-chunk by h-chunk, and rows read in
+         * place straight from L3/DRAM measured 2-3x slower */
+        for (int64_t c = 0; c < nk; c++) PB_UK(PB_DT, att_load_row)(vb + (tt + c) * st, vt + c * Hp, H, Hp);
+        PB_ISA_FN(att_pv)(sc, R, nk, vt, Hp, Hp, o);
     }
-
     if (partial) {
         memcpy(partial, m, sizeof(float) * (size_t)R);
         memcpy(partial + R, l, sizeof(float) * (size_t)R);
         memcpy(partial + 2 * R, o, sizeof(float) * (size_t)(R * Hp));
         return PB_OK;
     }
-    for (int64_t si = 0; si < ns; si++) {
-        T *dst = (T *)p->out + ((b * S + s0 + si) * p->Nq + g * G) * H;
-        for (int64_t j = 0; j < G; j++) {
-            const int64_t r = si * G + j;
-            PB_UK(PB_DT, att_store_row)(o + r * Hp, dst + j * H, H, l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
-        }
-    }
+    PB_UK(PB_DT, att_store_out)(p, b, g, s0, s1, o, l);
     return PB_OK;
+}
+
+/* One work item: positions [s0, s1) (one block of rows_per_item, or several in the prefill
+ * form) x the G heads of KV head g, keys [t0, t1). */
+static int PB_UK(PB_DT, attention)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1, int64_t t0,
+                                   int64_t t1, float *partial) {
+    const int64_t block = s1 - s0 < p->rows_per_item ? s1 - s0 : p->rows_per_item;
+    if (partial == NULL && block * p->G >= PB_ATT_PACK_ROWS) return PB_UK(PB_DT, att_prefill)(p, b, g, s0, s1, t0, t1);
+    return PB_UK(PB_DT, att_decode)(p, b, g, s0, s1, t0, t1, partial);
 }
 
 /* Merge nparts partial results (part i at parts + i*stride, as attention() wrote them for
