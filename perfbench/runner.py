@@ -155,7 +155,9 @@ def derive(op, cell, outcome, peaks: list, facts) -> dict:
     level = verdicts.cache_level(nbytes, cell.threads, facts.l2_bytes, facts.l3_bytes)
     bound = op.bound_for(cell.case)
     if bound == "compute":
-        pk = verdicts.pick_peak(peaks, "bf16_dot" if cell.dtype == "bf16" else "fma_f32", cell.threads)
+        # our kernels compute in f32 whatever the storage type (f16/bf16 converted in registers),
+        # so the f32 FMA peak is the ceiling they can reach; the bf16-dot peak is not
+        pk = verdicts.pick_peak(peaks, "fma_f32", cell.threads)
         work, unit = flops, "GFLOP/s"
     else:
         pk = verdicts.pick_peak(peaks, "read", cell.threads, level, nbytes)

@@ -67,6 +67,14 @@ typedef struct pb_attn_plan {
     const float *key_bias; /* NULL or (B, bias_stride): added to scaled scores (padding masks) */
     int64_t bias_stride;
     pb_rope rope; /* applied to the queries */
+    /* Decode with a copied cache: rows t < past_len[b] are read from the past cache (row t of
+     * (b, g) at k_past + b*past_sb + g*past_sg + t*past_st) and copied into k_copy/v_copy
+     * (laid out as k/v) as they are read, so the past is read once, not copied then re-read.
+     * k_past == NULL: every row is read from k/v. */
+    const void *k_past, *v_past;
+    void *k_copy, *v_copy;
+    int64_t past_sb, past_sg, past_st;
+    const int64_t *past_len;
 } pb_attn_plan;
 
 /* A query block of at least this many rows (positions x grouped heads) takes the prefill

@@ -336,6 +336,71 @@ def selfcheck(fmt):
 
 
 @cli.command()
+@click.option("--suite", default="attention", show_default=True, metavar="NAME|FILE",
+              help="A suite in suites/ by name, or a path to a .toml file.")
+@click.option("--filter", "filters", multiple=True, metavar="TERMS",
+              help="Only matching cells, as for `run` (e.g. 'op=GroupQueryAttention dtype=bf16').")
+@click.option("--all-shapes", is_flag=True, help="Every shape of the suite, not only its numerics-only and quick ones.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def mutants(suite, filters, all_shapes, fmt):
+    """Show the numerics gate rejecting every mutant (negative controls).
+
+    For each (case, dtype) of the suite -- its numerics-only odd shapes and its quick shapes --
+    the gate judges our kernel (it must pass) and every mutant of the op that applies: the
+    float64 oracle with one realistic bug switched on (off-by-one length, wrong KV-group
+    mapping, rotary halves swapped, ...), stored in the cell's dtype. Exit status 1 if the gate
+    accepts any mutant or rejects our kernel.
+
+    \b
+    Examples:
+      perfbench mutants --filter "op=GroupQueryAttention"
+      perfbench mutants --format json
+    """
+    from perfbench import ops as ops_pkg
+    from perfbench.kernels_ffi import load
+    from perfbench.timing import mutants as mt
+
+    s = suites.load(suite)
+    cells, _ = s.expand(quick=not all_shapes, filters=[filt.parse(f) for f in filters], threads=[1])
+    seen, todo = set(), []
+    for c in cells:
+        key = (c.case.case_id, c.dtype)
+        if key not in seen:
+            seen.add(key)
+            todo.append(c)
+    ui = TerminalUI()
+    lib = load(log=ui.info)
+    results = []
+    for i, c in enumerate(todo, 1):
+        click.echo(f"[{i}/{len(todo)}] {c.case.case_id} {c.dtype}", err=True)
+        results += mt.judge(lib, ops_pkg.get(c.case.op), c.case, c.dtype, s.settings["seed"])
+    bad = [r for r in results if not r.ok]
+    if fmt == "json":
+        click.echo(json.dumps([{**r.__dict__, "ok": r.ok} for r in results], indent=2, default=str))
+    else:
+        w = max((len(r.subject) for r in results), default=10)
+        for r in results:
+            what = ("passes" if not r.rejected else "REJECTED") if r.subject == "ours" else \
+                ("rejected" if r.rejected else "ACCEPTED")
+            click.echo(f"{r.op:<20} {r.dtype:<5} {r.subject:<{w}}  err={r.err:.3g} tol={r.tol:.3g}  {what:<8}  "
+                       f"{r.case_id.split('.', 1)[1]}")
+        by = {}
+        for r in results:
+            if r.subject != "ours":
+                k = (r.op, r.subject)
+                by.setdefault(k, [0, 0])
+                by[k][0] += r.rejected
+                by[k][1] += 1
+        click.echo("")
+        for (op, name), (rej, n) in sorted(by.items()):
+            click.echo(f"{op:<20} {name:<{w}}  rejected in {rej}/{n} cells")
+        n_ours = sum(r.subject == "ours" for r in results)
+        click.echo(f"our kernel passed {sum(r.ok for r in results if r.subject == 'ours')}/{n_ours} cells; "
+                   f"{len(bad)} problem(s)")
+    return 1 if bad else 0
+
+
+@cli.command()
 @click.option("--force", is_flag=True, help="Rebuild even if the sources did not change.")
 def build(force):
     """Build the native library for the current sources (runs do this automatically)."""

@@ -1,9 +1,12 @@
 """Negative controls for the numerics gate (CONTRACTS §8): every mutant of every attention op
-(Softmax, RotaryEmbedding), in every dtype where it applies, must FAIL the gate with real ORT as
-the yardstick; our real kernel must PASS it on the same cells (positive control); and our
-rotary kernel fed a bug-inducing argument must fail it too.
+(Softmax, RotaryEmbedding, GroupQueryAttention, MultiHeadAttention), in every dtype where it
+applies, must FAIL the gate with real ORT as the yardstick; our real kernel must PASS it on the
+same cells (positive control); and our rotary kernel fed a bug-inducing argument must fail it too.
 
-Cases: the numerics-only odd shapes and the quick shapes of suites/attention.toml."""
+Cases: the numerics-only odd shapes and the quick shapes of suites/attention.toml, plus small
+representatives of the attention ops' quick shapes. Outputs are allocated as the Harness does
+(op.private_inputs / op.new_outputs): in GroupQueryAttention's shared-KV mode, present IS that
+side's own copy of the past input buffer, for ours and for ORT alike."""
 
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ from perfbench import ops as ops_pkg
 from perfbench.kernels_ffi import wrappers
 from perfbench.ops import ort as ortlib
 from perfbench.ops.base import to_f64
+from perfbench.ops.group_query_attention import GroupQueryAttention
+from perfbench.ops.multi_head_attention import MultiHeadAttention
 from perfbench.ops.rotary_embedding import RotaryEmbedding
 from perfbench.ops.softmax import Softmax
 
@@ -39,13 +44,27 @@ CASES = {
         {"batch": 2, "seq": 7, "heads": 3, "head_size": 36, "layout": "bnsh", "interleaved": 1},
         {"seq": 128, "heads": 32, "head_size": 128, "layout": "bsnh", "interleaved": 0},
     ],
+    "GroupQueryAttention": [
+        {"heads": 8, "kv_heads": 2, "head_size": 80, "past": 4097, "rotary": 1},
+        {"heads": 8, "kv_heads": 2, "head_size": 80, "seq": 33, "rotary": 1, "interleaved": 1},
+        {"batch": 3, "heads": 4, "kv_heads": 2, "head_size": 64, "past": 300, "ragged": 1, "kv": "shared"},
+        {"heads": 4, "kv_heads": 2, "head_size": 64, "past": 9, "seq": 5},
+        {"batch": 2, "heads": 4, "kv_heads": 1, "head_size": 32, "seq": 20, "ragged": 1, "rotary": 1},
+    ],
+    "MultiHeadAttention": [
+        {"heads": 3, "head_size": 80, "past": 4097},
+        {"batch": 2, "heads": 2, "head_size": 96, "seq": 33, "mask": 1},
+        {"heads": 4, "head_size": 64, "past": 130, "mask": 1},
+        {"heads": 2, "head_size": 64, "seq": 70},
+    ],
 }
+ATTENTION_OP_TYPES = (Softmax, RotaryEmbedding, GroupQueryAttention, MultiHeadAttention)
 
 
 def _attention_ops():
-    """Registered ops that are Softmax or RotaryEmbedding themselves (test-only subclasses that
+    """Registered ops that are one of ATTENTION_OP_TYPES themselves (test-only subclasses that
     another test may have registered are not)."""
-    return [op for op in ops_pkg.REGISTRY.values() if type(op) in (Softmax, RotaryEmbedding)]
+    return [op for op in ops_pkg.REGISTRY.values() if type(op) in ATTENTION_OP_TYPES]
 
 
 def _slug(text: str) -> str:
@@ -85,10 +104,11 @@ class Cell:
         self.row_sizes = self.op.row_sizes(self.case)
         self.floor = self.op.floor(self.dt.name)
         self.shapes = self.op.output_shapes(self.case)
-        self.ort_dt, self.ort_out = self._run_ort()
+        self.ort_dt, self.ort_in, self.ort_out = self._run_ort()
 
     def _run_ort(self):
-        """As the Harness does: the cell's dtype, else the op's declared substitute."""
+        """As the Harness does: the cell's dtype, else the op's declared substitute; ORT gets its
+        own copy of any aliased input (shared KV: present is that copy)."""
         graph = self.op.graph(self.case)
         candidates = [self.dt.name] + ([self.op.ort_substitute[self.dt.name]]
                                        if self.dt.name in self.op.ort_substitute else [])
@@ -100,15 +120,21 @@ class Cell:
                 if ortlib.is_missing_kernel(e):
                     continue
                 raise
-            out = {n: np.empty(s, cdt.numpy) for n, s in self.shapes.items()}
-            ortlib.Bound(sess, graph, 1, ortlib.to_ort_dtype(self.inputs, cdt), out).run()
-            return cdt, out
+            ort_in = self.op.private_inputs(self.case, ortlib.to_ort_dtype(self.inputs, cdt))
+            out = self.op.new_outputs(self.case, cdt.numpy, ort_in)
+            ortlib.Bound(sess, graph, 1, ort_in, out).run()
+            return cdt, ort_in, out
         pytest.fail(f"ORT runs {self.op.name} in none of {candidates}")
 
     def ours(self, threads: int = 1) -> dict:
-        out = {n: np.empty(s, self.dt.numpy) for n, s in self.shapes.items()}
-        self.op.prepare_ours(_lib(), self.case, self.inputs, out, threads).run()
-        return out
+        """Our kernel on its own copy of aliased inputs (the cell's inputs stay untouched)."""
+        return self.ours_with_inputs(threads)[1]
+
+    def ours_with_inputs(self, threads: int = 1) -> tuple[dict, dict]:
+        mine = self.op.private_inputs(self.case, self.inputs)
+        out = self.op.new_outputs(self.case, self.dt.numpy, mine)
+        self.op.prepare_ours(_lib(), self.case, mine, out, threads).run()
+        return mine, out
 
     def as_kernel_output(self, outputs: dict) -> dict:
         """A float64 result stored the way a kernel of the cell's dtype would store it."""
@@ -152,6 +178,32 @@ def test_our_kernel_passes_the_gate(op_name, case_index, dtype):
     assert g.ours_ok, f"{cell.case.case_id} {dtype}: {g.describe()}"
 
 
+def _shared_kv_cases():
+    op = ops_pkg.get("GroupQueryAttention")
+    return [i for i, p in enumerate(CASES[op.name]) if op.make_case(p).p["kv"] == "shared"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cells_allocate_outputs_as_the_harness_does(dtype):
+    """Shared KV mode: each side's present IS its own copy of past (never the cell's inputs,
+    never a fresh array); the cell's inputs are left as make_inputs made them."""
+    assert _shared_kv_cases(), "no shared-KV GroupQueryAttention case among the chosen cases"
+    for i in _shared_kv_cases():
+        cell = _cell("GroupQueryAttention", i, dtype)
+        pristine = cell.op.make_inputs(cell.case, cell.dt, np.random.default_rng(SEED))
+        for name in ("key", "value"):
+            assert cell.ort_out[f"present_{name}"] is cell.ort_in[f"past_{name}"]
+            assert cell.ort_in[f"past_{name}"] is not cell.inputs[f"past_{name}"]
+        mine, out = cell.ours_with_inputs()
+        for name in ("key", "value"):
+            assert out[f"present_{name}"] is mine[f"past_{name}"]
+            assert mine[f"past_{name}"] is not cell.inputs[f"past_{name}"]
+        for k, v in pristine.items():
+            assert cell.inputs[k].tobytes() == v.tobytes(), f"{k} was written"
+        # and the kernel wrote the new rows into its copy (the shared buffer is really written)
+        assert mine["past_key"].tobytes() != pristine["past_key"].tobytes()
+
+
 # ---- mutants: realistic wrong answers must fail -----------------------------------------------
 
 
@@ -188,7 +240,8 @@ def test_every_applicable_combination_has_its_own_test_id():
         f"{op.name}-{dt}-{_slug(m.name)}" for op in _attention_ops() for dt in DTYPES for m in op.mutants
     }
     assert ids == expected
-    assert {op.name for op in _attention_ops()} == {"Softmax", "RotaryEmbedding"}
+    assert {op.name for op in _attention_ops()} == {
+        "Softmax", "RotaryEmbedding", "GroupQueryAttention", "MultiHeadAttention"}
 
 
 # ---- kernel-level mutants: our kernel with a bug-inducing argument ------------------------------

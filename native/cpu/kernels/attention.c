@@ -297,9 +297,21 @@ int pb_group_query_attention(const void *args) {
         .pres_v = a->present_value, .pres_cap = a->present_capacity, .past_len = past_len, .pos = pos,
         .copy_past = !shared && !first && a->past_capacity > 0, .zero_rest = !shared, .rope = p.rope,
     };
+    if (ap.copy_past && sch.rows_per_item * p.G < PB_ATT_PACK_ROWS) {
+        /* decode form: the attention pass copies each past row as it reads it */
+        ap.copy_past = 0;
+        p.k_past = a->past_key;
+        p.v_past = a->past_value;
+        p.k_copy = a->present_key;
+        p.v_copy = a->present_value;
+        p.past_sb = Nkv * a->past_capacity * a->head_size;
+        p.past_sg = a->past_capacity * a->head_size;
+        p.past_st = a->head_size;
+        p.past_len = past_len;
+    }
     /* copy mode: ORT's present holds zeros past the new rows; so does ours */
     int64_t moved = 0;
-    for (int64_t b = 0; b < B; b++) moved += (shared ? S : a->present_capacity) * Nkv * 2;
+    for (int64_t b = 0; b < B; b++) moved += (shared ? S : ap.copy_past ? a->present_capacity : a->present_capacity - past_len[b]) * Nkv * 2;
     CHECK(run_append(&ap, a->exec.num_threads, moved, k));
     return run_attention(&p, &sch, partials, k);
 }
@@ -379,7 +391,19 @@ int pb_multi_head_attention(const void *args) {
             .past_k = a->past_key, .past_v = a->past_value, .past_cap = a->past_seq, .pres_k = a->present_key,
             .pres_v = a->present_value, .pres_cap = total, .past_len = pl, .copy_past = a->past_seq > 0,
         };
-        CHECK(run_append(&ap, a->exec.num_threads, B * N * total * 2, k));
+        if (ap.copy_past && sch.rows_per_item < PB_ATT_PACK_ROWS) {
+            /* decode form: the attention pass copies each past row as it reads it */
+            ap.copy_past = 0;
+            p.k_past = a->past_key;
+            p.v_past = a->past_value;
+            p.k_copy = a->present_key;
+            p.v_copy = a->present_value;
+            p.past_sb = N * a->past_seq * H;
+            p.past_sg = a->past_seq * H;
+            p.past_st = H;
+            p.past_len = pl;
+        }
+        CHECK(run_append(&ap, a->exec.num_threads, B * N * (ap.copy_past ? total : a->kv_seq) * 2, k));
         p.k = a->present_key;
         p.v = a->present_value;
         p.kv_sb = N * total * H;

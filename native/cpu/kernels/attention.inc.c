@@ -468,32 +468,53 @@ static int PB_UK(PB_DT, att_decode)(const pb_attn_plan *p, int64_t b, int64_t g,
     const T *kb = (const T *)p->k + b * p->kv_sb + g * p->kv_sg;
     const T *vb = (const T *)p->v + b * p->kv_sb + g * p->kv_sg;
     const int64_t st = p->kv_st;
-    const size_t row_bytes = sizeof(T) * (size_t)H, stride = sizeof(T) * (size_t)st;
+    /* rows below alen come from the past cache and are copied into the present one */
+    const T *kpa = NULL, *vpa = NULL;
+    T *kcp = NULL, *vcp = NULL;
+    int64_t alen = 0, pst = 0;
+    if (p->k_past) {
+        kpa = (const T *)p->k_past + b * p->past_sb + g * p->past_sg;
+        vpa = (const T *)p->v_past + b * p->past_sb + g * p->past_sg;
+        kcp = (T *)p->k_copy + b * p->kv_sb + g * p->kv_sg;
+        vcp = (T *)p->v_copy + b * p->kv_sb + g * p->kv_sg;
+        alen = p->past_len[b];
+        pst = p->past_st;
+    }
+#define PB_KROW(t) ((t) < alen ? kpa + (t) * pst : kb + (t) * st)
+#define PB_VROW(t) ((t) < alen ? vpa + (t) * pst : vb + (t) * st)
+    const size_t row_bytes = sizeof(T) * (size_t)H;
     for (int64_t tt = t0; tt < kend; tt += tk) {
         const int64_t nk = kend - tt < tk ? kend - tt : tk;
         /* the next tile's rows are requested now: the hardware prefetcher alone leaves this
          * loop waiting on L3/DRAM latency row by row (decode reads each row once) */
-        if (tt + tk < kend) {
-            const int64_t nn = kend - tt - tk < tk ? kend - tt - tk : tk;
-            const char *kp = (const char *)(kb + (tt + tk) * st), *vp = (const char *)(vb + (tt + tk) * st);
-            for (int64_t c = 0; c < nn; c++, kp += stride, vp += stride)
-                for (size_t off = 0; off < row_bytes; off += 64) {
-                    __builtin_prefetch(kp + off, 0, 3);
-                    __builtin_prefetch(vp + off, 0, 3);
-                }
+        for (int64_t t = tt + tk; t < kend && t < tt + 2 * tk; t++) {
+            const char *kp = (const char *)PB_KROW(t), *vp = (const char *)PB_VROW(t);
+            for (size_t off = 0; off < row_bytes; off += 64) {
+                __builtin_prefetch(kp + off, 0, 3);
+                __builtin_prefetch(vp + off, 0, 3);
+            }
         }
-        if (direct) {
-            PB_ISA_FN(att_scores_dot)(qf, R, Hp, (const float *)(const void *)(kb + tt * st), st, nk, sc);
+        const int one_source = tt + nk <= alen || tt >= alen;
+        if (direct && one_source) {
+            const int from_past = tt < alen;
+            PB_ISA_FN(att_scores_dot)(qf, R, Hp, (const float *)(const void *)PB_KROW(tt), from_past ? pst : st, nk, sc);
         } else {
-            for (int64_t c = 0; c < nk; c++) PB_UK(PB_DT, att_load_row)(kb + (tt + c) * st, kt + c * Hp, H, Hp);
+            for (int64_t c = 0; c < nk; c++) PB_UK(PB_DT, att_load_row)(PB_KROW(tt + c), kt + c * Hp, H, Hp);
             PB_ISA_FN(att_scores_dot)(qf, R, Hp, kt, Hp, nk, sc);
         }
         PB_UK(PB_DT, att_tile_softmax)(p, b, s0, R, tt, nk, tk, sc, m, l, o);
         /* values through an L1 tile: the PV loop walks it h-chunk by h-chunk, and rows read in
          * place straight from L3/DRAM measured 2-3x slower */
-        for (int64_t c = 0; c < nk; c++) PB_UK(PB_DT, att_load_row)(vb + (tt + c) * st, vt + c * Hp, H, Hp);
+        for (int64_t c = 0; c < nk; c++) PB_UK(PB_DT, att_load_row)(PB_VROW(tt + c), vt + c * Hp, H, Hp);
         PB_ISA_FN(att_pv)(sc, R, nk, vt, Hp, Hp, o);
+        /* the tile's past rows, just read (in L1/L2), go to the present cache */
+        for (int64_t t = tt; t < tt + nk && t < alen; t++) {
+            memcpy(kcp + t * st, kpa + t * pst, row_bytes);
+            memcpy(vcp + t * st, vpa + t * pst, row_bytes);
+        }
     }
+#undef PB_KROW
+#undef PB_VROW
     if (partial) {
         memcpy(partial, m, sizeof(float) * (size_t)R);
         memcpy(partial + R, l, sizeof(float) * (size_t)R);
