@@ -49,10 +49,14 @@ def oracle64(case: Case, x: dict, *, scale=None, drop_last_key=False, key_tail=0
     out = np.empty((B, S, N, H))
     t = np.arange(total)
     for b in range(B):
-        n_keys = total - 1 if drop_last_key else total
+        n_keys = total
         if key_tail and n_keys % key_tail:
             n_keys -= n_keys % key_tail
-        visible = np.broadcast_to((t < n_keys) & ((t >= P) if past_ignored else True), (S, total))
+        keep = t < n_keys
+        if drop_last_key:  # the last key that counts: the last unmasked one
+            last = int(np.nonzero(x["key_padding_mask"][b] > 0)[0].max()) if p["mask"] else total - 1
+            keep &= t != last
+        visible = np.broadcast_to(keep & ((t >= P) if past_ignored else True), (S, total))
         bias = None
         if p["mask"] and not mask_ignored:
             bias = np.where(x["key_padding_mask"][b] > 0, 0.0, MASK_FILTER)
@@ -100,7 +104,8 @@ class MultiHeadAttention(Op):
         Mutant("off-by-one sequence length", _m_seqlen),
         Mutant("scale ignored", _m_scale),
         Mutant("padding mask ignored", _m_mask, lambda c: c.p["mask"] == 1),
-        Mutant("key tail ignored", _m_tail, lambda c: _total(c) % 16 != 0),
+        # with a padding mask the dropped tail keys are masked anyway: no bug to see
+        Mutant("key tail ignored", _m_tail, lambda c: _total(c) % 16 != 0 and c.p["mask"] == 0),
         Mutant("past ignored", _m_past, lambda c: c.p["past"] > 0),
     )
 
@@ -135,18 +140,24 @@ class MultiHeadAttention(Op):
         pk = rng.standard_normal((B, N, P, H))
         pv = rng.standard_normal((B, N, P, H))
         # probes: queries lean toward u; keys along u at the first key, the last past key, the
-        # new token(s) and the last (masked when mask=1) key, with distinctive values
+        # new token(s), the last key (masked when mask=1) and the last unmasked key, with
+        # distinctive values
         u = att.unit(rng, (B, N, H))
         q += 1.5 * u[:, None, :, :]
         big = 2.0 * np.sqrt(H)
         probes = {0: 3.0, P - 1: -3.0, P: 2.0, total - 1: -2.5} if P else {0: 3.0, total - 1: -2.5}
-        for t, val in probes.items():
-            if t < P:
-                pk[:, :, t] += big * u
-                pv[:, :, t] += val
-            else:
-                k[:, t - P] += big * u
-                v[:, t - P] += val
+        rows = [dict(probes) for _ in range(B)]
+        if p["mask"]:  # and at each row's last unmasked key
+            for b in range(B):
+                rows[b][total - 1 - (3 + 7 * b)] = 2.5
+        for b, row in enumerate(rows):
+            for t, val in row.items():
+                if t < P:
+                    pk[b, :, t] += big * u[b]
+                    pv[b, :, t] += val
+                else:
+                    k[b, t - P] += big * u[b]
+                    v[b, t - P] += val
         out = {"query": q.reshape(B, S, N * H), "key": k.reshape(B, S, N * H), "value": v.reshape(B, S, N * H)}
         if P:
             out["past_key"], out["past_value"] = pk, pv

@@ -1,0 +1,450 @@
+"""GroupQueryAttention and MultiHeadAttention end to end (small shapes, correctness only):
+
+* shared KV buffer mode really shares: our kernel and ORT (bound through perfbench.ops.ort.Bound
+  with the op's aliased outputs) write the new key/value rows into the past input array itself
+  and leave every other row alone;
+* copy mode: present holds the copied past rows, the new rows, and zeros after each batch row's
+  tokens (ragged batches);
+* ORT agrees with the float64 oracle and our kernel passes the gate on decode, ragged decode,
+  ragged first prompts, chunked prefill and rotary (interleaved or not), with 1 and 2 threads,
+  on every ISA path this CPU supports;
+* attribute values C does not implement are declined with status 2 (unsupported);
+* the Harness's numerics-only pass reports the statuses and ORT paths the suite relies on;
+* the Python wrappers reject bad arguments with UsageError before C is called."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from perfbench import dtypes, numerics
+from perfbench import ops as ops_pkg
+from perfbench.errors import NativeError, UsageError
+from perfbench.kernels_ffi import load, wrappers
+from perfbench.ops import ort as ortlib
+from perfbench.ops.base import to_f64
+from perfbench.ops.group_query_attention import lengths
+from perfbench.timing.protocol import CellSpec, Harness
+
+GQA, MHA = "GroupQueryAttention", "MultiHeadAttention"
+SEED = 20261207
+DTYPES = ("f32", "f16", "bf16")
+UNSUPPORTED = 2  # PB_ERR_UNSUPPORTED
+SENTINEL = 7.0  # what output buffers hold before a call: rows a kernel must write never keep it
+
+# which ISA paths to test is a property of this machine: ask the library at collection
+SUPPORTED = [i for i in load().isa_supported if i]
+
+GQA_CASES = {
+    "decode-B1": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20},
+    "decode-ragged-B3": {"batch": 3, "heads": 4, "kv_heads": 2, "head_size": 32, "past": 80, "ragged": 1},
+    "decode-ragged-B3-shared": {"batch": 3, "heads": 4, "kv_heads": 2, "head_size": 32, "past": 80, "ragged": 1,
+                                "kv": "shared"},
+    "prompt-ragged": {"batch": 3, "heads": 4, "kv_heads": 2, "head_size": 32, "seq": 12, "ragged": 1},
+    "chunked-prefill": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 9, "seq": 5},
+    "rotary": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20, "rotary": 1},
+    "rotary-interleaved-shared": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20, "rotary": 1,
+                                  "interleaved": 1, "kv": "shared"},
+    "rotary-prompt-ragged": {"batch": 2, "heads": 4, "kv_heads": 1, "head_size": 32, "seq": 9, "ragged": 1,
+                             "rotary": 1},
+    "rotary-interleaved-prefill": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 6, "seq": 4, "rotary": 1,
+                                   "interleaved": 1},
+    # large enough that 2 threads are used: decode splits its keys, prefill splits its queries
+    "decode-key-splits": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 4100},
+    "prefill-two-threads": {"heads": 4, "kv_heads": 2, "head_size": 32, "seq": 64},
+}
+MHA_CASES = {
+    "decode-past": {"heads": 3, "head_size": 40, "past": 37},
+    "prefill-mask": {"batch": 2, "heads": 2, "head_size": 24, "seq": 17, "mask": 1},
+    "decode-past-mask": {"heads": 2, "head_size": 32, "past": 30, "mask": 1},
+    "decode-key-splits": {"heads": 2, "head_size": 64, "past": 4200},
+    "prefill-two-threads": {"heads": 2, "head_size": 64, "seq": 70},
+}
+CASES = {GQA: GQA_CASES, MHA: MHA_CASES}
+
+
+@pytest.fixture(autouse=True)
+def _auto_isa(lib):
+    lib.select_isa("auto")
+    yield
+    lib.select_isa("auto")
+
+
+# ---- one cell: inputs, oracle, ORT (cached), ours ---------------------------------------------
+
+
+class Cell:
+    def __init__(self, op_name: str, label: str, dtype: str):
+        self.op = ops_pkg.get(op_name)
+        self.case = self.op.make_case(CASES[op_name][label])
+        self.dt = dtypes.get(dtype)
+        self.inputs = self.op.make_inputs(self.case, self.dt, np.random.default_rng(SEED))
+        self.oracle = self.op.oracle(self.case, to_f64(self.inputs))
+        self.rows = self.op.row_sizes(self.case)
+        self.floor = self.op.floor(dtype)
+        self.ort_dt, self.ort_in, self.ort_out = run_ort(self.op, self.case, self.inputs, self.dt)
+
+    def ours(self, lib, threads: int = 1) -> tuple[dict, dict]:
+        return run_ours(lib, self.op, self.case, self.inputs, self.dt, threads)
+
+    def gate(self, outputs: dict) -> numerics.GateResult:
+        return numerics.gate(outputs, self.ort_out, self.oracle, self.rows, self.floor)
+
+
+@functools.cache
+def _cell(op_name: str, label: str, dtype: str) -> Cell:
+    return Cell(op_name, label, dtype)
+
+
+def run_ours(lib, op, case, inputs: dict, dt, threads: int = 1) -> tuple[dict, dict]:
+    """As the Harness does: our own copy of aliased inputs; present IS that copy in shared mode."""
+    mine = op.private_inputs(case, inputs)
+    out = op.new_outputs(case, dt.numpy, mine)
+    for a in out.values():
+        if not any(a is v for v in mine.values()):
+            a[...] = SENTINEL
+    op.prepare_ours(lib, case, mine, out, threads).run()
+    return mine, out
+
+
+def ort_dtype(op, dt):
+    return dtypes.get(op.ort_substitute.get(dt.name, dt.name)) if dt.name == "bf16" else dt
+
+
+def run_ort(op, case, inputs: dict, dt) -> tuple:
+    """ORT in the cell's dtype (bf16: the op's substitute), bound as the Harness binds it."""
+    cdt = ort_dtype(op, dt)
+    graph = op.graph(case)
+    sess = ortlib.make_session(ortlib.build_model(graph, cdt), 1, "off")
+    ort_in = op.private_inputs(case, ortlib.to_ort_dtype(inputs, cdt))
+    out = op.new_outputs(case, cdt.numpy, ort_in)
+    for a in out.values():
+        if not any(a is v for v in ort_in.values()):
+            a[...] = SENTINEL
+    ortlib.Bound(sess, graph, 1, ort_in, out).run()
+    return cdt, ort_in, out
+
+
+def _f64(a) -> np.ndarray:
+    return np.asarray(a).astype(np.float64)
+
+
+def _rows_error(got, want, h: int) -> float:
+    return numerics.error(_f64(got), _f64(want), h)
+
+
+# ---- shared KV buffer mode ----------------------------------------------------------------------
+
+
+def _check_shared_buffer(side: str, buf: np.ndarray, before: np.ndarray, oracle: np.ndarray, case, tol: float):
+    """buf (B, Nkv, cap, H) after a shared-mode call: per batch row, the past rows and the rows
+    after its tokens are bit-identical to before, the new rows are the oracle's present rows."""
+    past_b, total_b, _ = lengths(case)
+    h = case.p["head_size"]
+    assert buf.shape == before.shape == oracle.shape
+    for b, (pb, tot) in enumerate(zip(past_b.tolist(), total_b.tolist())):
+        assert buf[b, :, :pb].tobytes() == before[b, :, :pb].tobytes(), f"{side}: batch row {b} past rows changed"
+        assert buf[b, :, tot:].tobytes() == before[b, :, tot:].tobytes(), \
+            f"{side}: batch row {b} rows after its {tot} tokens were written"
+        new = buf[b, :, pb:tot]
+        assert new.tobytes() != before[b, :, pb:tot].tobytes(), f"{side}: batch row {b} new rows were not written"
+        err = _rows_error(new, oracle[b, :, pb:tot], h)
+        assert err <= tol, f"{side}: batch row {b} new rows err={err:.3g} > {tol:g}"
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("label", ["decode-ragged-B3-shared", "rotary-interleaved-shared"])
+def test_shared_kv_mode_writes_into_the_past_input_itself(lib, label, dtype):
+    op = ops_pkg.get(GQA)
+    case = op.make_case(GQA_CASES[label])
+    assert op.aliases(case) == {"present_key": "past_key", "present_value": "past_value"}
+    dt = dtypes.get(dtype)
+    inputs = op.make_inputs(case, dt, np.random.default_rng(SEED))
+    oracle = op.oracle(case, to_f64(inputs))
+    tol = 10 * op.floor(dtype)
+
+    # ours: present is the very array passed as past
+    mine = op.private_inputs(case, inputs)
+    out = op.new_outputs(case, dt.numpy, mine)
+    assert out["present_key"] is mine["past_key"] and out["present_value"] is mine["past_value"]
+    before = {n: mine[n].copy() for n in ("past_key", "past_value")}
+    out["output"][...] = SENTINEL
+    op.prepare_ours(lib, case, mine, out, 1).run()
+    for name in ("key", "value"):
+        _check_shared_buffer(f"ours past_{name}", mine[f"past_{name}"], before[f"past_{name}"],
+                             oracle[f"present_{name}"], case, tol)
+    assert inputs["past_key"].tobytes() != mine["past_key"].tobytes()  # the shared inputs stay pristine
+
+    # ORT through Bound, its present outputs bound onto its own past input arrays
+    graph = op.graph(case)
+    sess = ortlib.make_session(ortlib.build_model(graph, dt), 1, "off")
+    theirs = op.private_inputs(case, ortlib.to_ort_dtype(inputs, dt))
+    ort_out = op.new_outputs(case, dt.numpy, theirs)
+    assert ort_out["present_key"] is theirs["past_key"] and ort_out["present_value"] is theirs["past_value"]
+    before = {n: theirs[n].copy() for n in ("past_key", "past_value")}
+    ortlib.Bound(sess, graph, 1, theirs, ort_out).run()
+    for name in ("key", "value"):
+        _check_shared_buffer(f"ORT past_{name}", theirs[f"past_{name}"], before[f"past_{name}"],
+                             oracle[f"present_{name}"], case, tol)
+    # both sides' whole buffers against the oracle's present (which keeps the untouched rows)
+    for name in ("key", "value"):
+        for side, buf in (("ours", mine[f"past_{name}"]), ("ORT", theirs[f"past_{name}"])):
+            err = _rows_error(buf, oracle[f"present_{name}"], case.p["head_size"])
+            assert err <= tol, f"{side} present_{name}: err={err:.3g}"
+
+
+# ---- copy mode ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("label", ["decode-ragged-B3", "prompt-ragged", "chunked-prefill", "rotary-prompt-ragged"])
+def test_copy_mode_present_rows(lib, label, dtype):
+    """present (our kernel and ORT, outputs pre-filled with a sentinel): rows before the new ones
+    copied bit-exactly from past, the seq new rows the oracle's (a first prompt writes all of
+    them, padding included, as ORT does), every row after them exactly zero."""
+    cell = _cell(GQA, label, dtype)
+    case, h, seq = cell.case, cell.case.p["head_size"], cell.case.p["seq"]
+    assert cell.op.aliases(case) == {}
+    past_b, _, _ = lengths(case)
+    _, ours = cell.ours(lib)
+    zeroed = 0
+    for side, out, src in (("ours", ours, cell.inputs), ("ORT", cell.ort_out, cell.ort_in)):
+        tol = 10 * cell.floor if side == "ours" or cell.ort_dt == cell.dt else 10 * numerics.FLOORS["f32"]
+        for name in ("key", "value"):
+            pres = out[f"present_{name}"]
+            assert not any(pres is a for a in src.values())
+            for b, pb in enumerate(past_b.tolist()):
+                if pb:
+                    assert pres[b, :, :pb].tobytes() == src[f"past_{name}"][b, :, :pb].tobytes(), \
+                        f"{side} present_{name}[{b}]: past rows not copied exactly"
+                end = pb + seq
+                err = _rows_error(pres[b, :, pb:end], cell.oracle[f"present_{name}"][b, :, pb:end], h)
+                assert err <= tol, f"{side} present_{name}[{b}] new rows: err={err:.3g}"
+                assert not np.any(_f64(pres[b, :, end:])), f"{side} present_{name}[{b}]: rows from {end} not zero"
+                zeroed += pres.shape[2] - end
+    if case.p["ragged"] and case.p["past"]:
+        assert zeroed > 0  # a ragged decode has rows to zero
+
+
+# ---- ORT agrees with the oracle; ours passes the gate --------------------------------------------
+
+
+def _gate_params():
+    return [
+        pytest.param(op, label, dt, id=f"{op}-{label}-{dt}")
+        for op in (GQA, MHA) for label in CASES[op] for dt in DTYPES
+    ]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("isa", SUPPORTED)
+@pytest.mark.parametrize("op_name, label, dtype", _gate_params())
+def test_ort_agrees_and_ours_passes(lib, op_name, label, dtype, isa, threads):
+    cell = _cell(op_name, label, dtype)
+    assert cell.ort_dt.name == {"f32": "f32", "f16": "f16", "bf16": "f32"}[dtype]
+    lib.select_isa(isa)
+    assert lib.isa_active == isa
+    _, out = cell.ours(lib, threads)
+    g = cell.gate(out)
+    assert not g.ort_discrepancy, f"ORT departs from the oracle: {g.describe()}"
+    assert g.ours_ok, f"{cell.case.case_id} {dtype} {isa} threads={threads}: {g.describe()}"
+
+
+def test_every_isa_path_this_cpu_runs_is_tested(lib):
+    assert "portable" in SUPPORTED and "portable16" in SUPPORTED
+    assert set(SUPPORTED) == {i for i in lib.isa_supported if i}
+
+
+# ---- attribute values C does not implement ------------------------------------------------------
+
+
+def _gqa_call(lib, cell: Cell, **kw):
+    """A wrappers.group_query_attention call on the cell's inputs (outputs pre-filled)."""
+    p = cell.case.p
+    x = cell.op.private_inputs(cell.case, cell.inputs)
+    out = cell.op.new_outputs(cell.case, cell.dt.numpy, x)
+    out["output"][...] = SENTINEL
+    call = wrappers.group_query_attention(
+        lib, x["query"], x["key"], x["value"], x.get("past_key"), x.get("past_value"), x["seqlens_k"],
+        int(x["total_sequence_length"]), out["output"], out["present_key"], out["present_value"],
+        num_heads=p["heads"], kv_num_heads=p["kv_heads"], cos_cache=x.get("cos_cache"),
+        sin_cache=x.get("sin_cache"), do_rotary=p["rotary"], rotary_interleaved=p["interleaved"], **kw)
+    return call, out
+
+
+@pytest.mark.parametrize("attr, value", [("softcap", 0.5), ("local_window_size", 16), ("smooth_softmax", 1)])
+def test_unimplemented_attributes_are_declined(lib, attr, value):
+    cell = _cell(GQA, "chunked-prefill", "f32")
+    call, out = _gqa_call(lib, cell, **{attr: value})
+    with pytest.raises(NativeError) as ei:
+        call.run()
+    e = ei.value
+    assert e.status == UNSUPPORTED, e
+    assert e.kernel == "group_query_attention"
+    assert f"{attr}=" in e.message and "not implemented" in e.message, e.message
+    assert np.all(out["output"] == SENTINEL)  # declined before any work
+
+
+@pytest.mark.parametrize("smooth", [-1, 0])
+def test_smooth_softmax_off_is_accepted(lib, smooth):
+    cell = _cell(GQA, "chunked-prefill", "f32")
+    ref_call, ref = _gqa_call(lib, cell)
+    ref_call.run()
+    call, out = _gqa_call(lib, cell, smooth_softmax=smooth)
+    call.run()
+    for k in ref:
+        assert out[k].tobytes() == ref[k].tobytes()
+    assert cell.gate(out).ours_ok
+
+
+# ---- the Harness, numerics only -------------------------------------------------------------------
+
+HARNESS_GQA = [["batch", 2], ["heads", 4], ["kv_heads", 2], ["head_size", 16], ["past", 40], ["ragged", 1],
+               ["kv", "shared"]]
+HARNESS_MHA = [["heads", 2], ["head_size", 16], ["past", 12], ["mask", 1]]
+
+
+@pytest.mark.parametrize("op_name, params, dtype, ort_dt, path", [
+    pytest.param(GQA, HARNESS_GQA, "f32", "f32", "kernel", id="GQA-shared-f32"),
+    pytest.param(GQA, HARNESS_GQA, "bf16", "f32", "substituted", id="GQA-shared-bf16"),
+    pytest.param(MHA, HARNESS_MHA, "f32", "f32", "kernel", id="MHA-f32"),
+    pytest.param(MHA, HARNESS_MHA, "f16", "f16", "casts", id="MHA-f16"),
+    pytest.param(MHA, HARNESS_MHA, "bf16", "f32", "substituted", id="MHA-bf16"),
+])
+def test_harness_numerics_only_cell(lib, op_name, params, dtype, ort_dt, path):
+    spec = CellSpec(op=op_name, params=params, dtype=dtype, threads=1, numerics_only=True)
+    out = Harness(lib).measure(spec)
+    assert out.ours_status == "ok", out.ours_message
+    assert out.ort_status == "ok", out.ort_message
+    assert out.ort_path == path, out.ort_ops
+    assert out.ort_dtype == ort_dt
+    assert out.err_ours is not None and out.err_ours <= out.tol
+    assert out.ours_ns == [] and out.ort_ns == []  # numerics only: nothing timed
+
+
+# ---- the Python wrappers reject bad arguments --------------------------------------------------
+
+
+def _gqa_args(cell: Cell) -> dict:
+    p = cell.case.p
+    x = cell.op.private_inputs(cell.case, cell.inputs)
+    out = cell.op.new_outputs(cell.case, cell.dt.numpy, x)
+    out["output"][...] = SENTINEL
+    return dict(query=x["query"], key=x["key"], value=x["value"], past_key=x.get("past_key"),
+                past_value=x.get("past_value"), seqlens_k=x["seqlens_k"].copy(),
+                total_sequence_length=int(x["total_sequence_length"]), output=out["output"],
+                present_key=out["present_key"], present_value=out["present_value"], num_heads=p["heads"],
+                kv_num_heads=p["kv_heads"], cos_cache=x.get("cos_cache"), sin_cache=x.get("sin_cache"),
+                do_rotary=p["rotary"], rotary_interleaved=p["interleaved"])
+
+
+def _gqa_bad(label: str, change):
+    def make():
+        a = _gqa_args(_cell(GQA, label, "f32"))
+        change(a)
+        return a
+    return make
+
+
+def _set(**kw):
+    def change(a):
+        a.update({k: (v(a) if callable(v) else v) for k, v in kw.items()})
+    return change
+
+
+def _seqlens(i, v):
+    def change(a):
+        a["seqlens_k"][i] = v
+    return change
+
+
+GQA_BAD = {
+    "seqlens_k-beyond-capacity": (_gqa_bad("decode-B1", _seqlens(0, 21)), "seqlens_k[0]=21"),
+    "seqlens_k-negative": (_gqa_bad("decode-ragged-B3", _seqlens(2, -1)), "seqlens_k[2]=-1"),
+    "seqlens_k-below-seq": (_gqa_bad("chunked-prefill", _seqlens(0, 2)), "seqlens_k[0]=2"),
+    "seqlens_k-prompt-longer-than-seq": (_gqa_bad("prompt-ragged", _seqlens(1, 12)), "seqlens_k[1]=12"),
+    "seqlens_k-int64": (_gqa_bad("decode-B1", _set(seqlens_k=lambda a: a["seqlens_k"].astype(np.int64))),
+                        "seqlens_k must be int32"),
+    "present-capacities-differ": (_gqa_bad("decode-B1", _set(
+        present_value=lambda a: np.zeros((1, 2, 22, 32), np.float32))), "present_value must have shape"),
+    "present-wrong-head-size": (_gqa_bad("decode-B1", _set(
+        present_key=lambda a: np.zeros((1, 2, 21, 16), np.float32),
+        present_value=lambda a: np.zeros((1, 2, 21, 16), np.float32))), "present_key must have shape"),
+    "present-3d": (_gqa_bad("decode-B1", _set(present_key=lambda a: np.zeros((1, 2, 21 * 32), np.float32))),
+                   "present_key must be (B, Nkv, capacity, H)"),
+    "heads-not-a-multiple": (_gqa_bad("decode-B1", _set(num_heads=3)), "not a multiple of kv_num_heads=2"),
+    "position-beyond-cos-cache": (_gqa_bad("rotary", _set(cos_cache=lambda a: np.ascontiguousarray(a["cos_cache"][:20]),
+                                                          sin_cache=lambda a: np.ascontiguousarray(a["sin_cache"][:20]))),
+                                  "position 20 is outside the cos/sin cache"),
+    "rotary-without-caches": (_gqa_bad("rotary", _set(cos_cache=None, sin_cache=None)), "needs cos_cache"),
+    "share-one-cache-only": (_gqa_bad("decode-ragged-B3-shared", _set(present_value=lambda a: a["past_value"].copy())),
+                             "share both caches"),
+    "past-key-without-value": (_gqa_bad("decode-B1", _set(past_value=None)), "both past_key and past_value"),
+    "key-dtype-differs": (_gqa_bad("decode-B1", _set(key=lambda a: a["key"].astype(np.float16))), "key dtype"),
+    "total-sequence-length-0": (_gqa_bad("decode-B1", _set(total_sequence_length=0)), "total_sequence_length"),
+    "threads-0": (_gqa_bad("decode-B1", lambda a: None), "threads=0"),
+}
+
+
+@pytest.mark.parametrize("case", list(GQA_BAD))
+def test_gqa_wrapper_rejects(lib, case):
+    make, words = GQA_BAD[case]
+    a = make()
+    threads = 0 if case == "threads-0" else 1
+    with pytest.raises(UsageError) as ei:
+        wrappers.group_query_attention(lib, **a, threads=threads)
+    assert words in str(ei.value), str(ei.value)
+    assert np.all(a["output"] == SENTINEL)  # C was never called
+
+
+def test_gqa_wrapper_baseline_arguments_are_valid(lib):
+    for label in ("decode-B1", "decode-ragged-B3", "prompt-ragged", "chunked-prefill", "rotary",
+                  "decode-ragged-B3-shared"):
+        a = _gqa_args(_cell(GQA, label, "f32"))
+        if label == "decode-ragged-B3-shared":
+            a["present_key"], a["present_value"] = a["past_key"], a["past_value"]
+        wrappers.group_query_attention(lib, **a).run()
+        assert np.isfinite(a["output"]).all() and not np.any(a["output"] == SENTINEL)
+
+
+def _mha_args(label: str = "decode-past") -> dict:
+    cell = _cell(MHA, label, "f32")
+    x = cell.inputs
+    out = cell.op.new_outputs(cell.case, np.float32, x)
+    out["output"][...] = SENTINEL
+    return dict(query=x["query"], key=x["key"], value=x["value"], output=out["output"],
+                num_heads=cell.case.p["heads"], key_padding_mask=x.get("key_padding_mask"),
+                past_key=x.get("past_key"), past_value=x.get("past_value"), present_key=out.get("present_key"),
+                present_value=out.get("present_value"))
+
+
+MHA_BAD = {
+    "past-without-present": (dict(present_key=None, present_value=None), "past_key needs present_key"),
+    "present-key-without-value": (dict(present_value=None), "present_key with present_value"),
+    "present-wrong-length": (dict(present_key=np.zeros((1, 3, 37, 40), np.float32),
+                                  present_value=np.zeros((1, 3, 37, 40), np.float32)), "present_key must have shape"),
+    "mask-wrong-length": (dict(key_padding_mask=np.ones((1, 37), np.int32)), "key_padding_mask must be int32"),
+    "mask-int64": (dict(key_padding_mask=np.ones((1, 38), np.int64)), "key_padding_mask must be int32"),
+    "heads-not-dividing": (dict(num_heads=7), "num_heads=7"),
+    "unidirectional-2": (dict(unidirectional=2), "unidirectional must be 0 or 1"),
+    "scale-nan": (dict(scale=float("nan")), "scale=nan"),
+}
+
+
+@pytest.mark.parametrize("case", list(MHA_BAD))
+def test_mha_wrapper_rejects(lib, case):
+    a = _mha_args()
+    change, words = MHA_BAD[case]
+    a.update(change)
+    with pytest.raises(UsageError) as ei:
+        wrappers.multi_head_attention(lib, **a)
+    assert words in str(ei.value), str(ei.value)
+    assert np.all(a["output"] == SENTINEL)
+
+
+def test_mha_wrapper_baseline_arguments_are_valid(lib):
+    a = _mha_args()
+    wrappers.multi_head_attention(lib, **a).run()
+    assert np.isfinite(a["output"]).all() and not np.any(a["output"] == SENTINEL)
