@@ -69,6 +69,49 @@ static void PB_ISA_FN(att_scores_packed)(const float *q, int64_t R, int64_t Hp, 
                                          int64_t ncols, float *sc) {
     const int64_t L = PB_LANES, TK = PB_ATT_TK;
     int64_t r = 0;
+    /* 6 rows x 2 vectors: 12 accumulators, 8 loads (2 keys + 6 broadcasts) per 12 multiply-adds */
+    for (; r + 6 <= R; r += 6) {
+        const float *q0 = q + r * Hp;
+        for (int64_t c = 0; c < ncols; c += 2 * L) {
+            vf a00 = vf_zero(), a01 = vf_zero(), a10 = vf_zero(), a11 = vf_zero(), a20 = vf_zero(), a21 = vf_zero();
+            vf a30 = vf_zero(), a31 = vf_zero(), a40 = vf_zero(), a41 = vf_zero(), a50 = vf_zero(), a51 = vf_zero();
+            const float *kc = kt + c;
+            for (int64_t h = 0; h < Hp; h++, kc += ldk) {
+                const vf k0 = vf_load_f32(kc), k1 = vf_load_f32(kc + L);
+                vf w = vf_set1(q0[h]);
+                a00 = vf_fmadd(w, k0, a00);
+                a01 = vf_fmadd(w, k1, a01);
+                w = vf_set1(q0[Hp + h]);
+                a10 = vf_fmadd(w, k0, a10);
+                a11 = vf_fmadd(w, k1, a11);
+                w = vf_set1(q0[2 * Hp + h]);
+                a20 = vf_fmadd(w, k0, a20);
+                a21 = vf_fmadd(w, k1, a21);
+                w = vf_set1(q0[3 * Hp + h]);
+                a30 = vf_fmadd(w, k0, a30);
+                a31 = vf_fmadd(w, k1, a31);
+                w = vf_set1(q0[4 * Hp + h]);
+                a40 = vf_fmadd(w, k0, a40);
+                a41 = vf_fmadd(w, k1, a41);
+                w = vf_set1(q0[5 * Hp + h]);
+                a50 = vf_fmadd(w, k0, a50);
+                a51 = vf_fmadd(w, k1, a51);
+            }
+            float *s0 = sc + r * TK + c;
+            vf_store_f32(s0, a00);
+            vf_store_f32(s0 + L, a01);
+            vf_store_f32(s0 + TK, a10);
+            vf_store_f32(s0 + TK + L, a11);
+            vf_store_f32(s0 + 2 * TK, a20);
+            vf_store_f32(s0 + 2 * TK + L, a21);
+            vf_store_f32(s0 + 3 * TK, a30);
+            vf_store_f32(s0 + 3 * TK + L, a31);
+            vf_store_f32(s0 + 4 * TK, a40);
+            vf_store_f32(s0 + 4 * TK + L, a41);
+            vf_store_f32(s0 + 5 * TK, a50);
+            vf_store_f32(s0 + 5 * TK + L, a51);
+        }
+    }
     for (; r + 4 <= R; r += 4) {
         const float *q0 = q + r * Hp, *q1 = q0 + Hp, *q2 = q1 + Hp, *q3 = q2 + Hp;
         for (int64_t c = 0; c < ncols; c += 2 * L) {
@@ -176,6 +219,62 @@ static void PB_ISA_FN(att_pv)(const float *p, int64_t R, int64_t nk, const float
                               float *o) {
     const int64_t L = PB_LANES, TK = PB_ATT_TK;
     int64_t r = 0;
+    /* 6 rows x 2 vectors (12 accumulators) while they last */
+    for (; r + 6 <= R; r += 6) {
+        const float *p0 = p + r * TK;
+        float *o0 = o + r * Hp;
+        int64_t h = 0;
+        for (; h + 2 * L <= Hp; h += 2 * L) {
+            vf a00 = vf_load_f32(o0 + h), a01 = vf_load_f32(o0 + h + L);
+            vf a10 = vf_load_f32(o0 + Hp + h), a11 = vf_load_f32(o0 + Hp + h + L);
+            vf a20 = vf_load_f32(o0 + 2 * Hp + h), a21 = vf_load_f32(o0 + 2 * Hp + h + L);
+            vf a30 = vf_load_f32(o0 + 3 * Hp + h), a31 = vf_load_f32(o0 + 3 * Hp + h + L);
+            vf a40 = vf_load_f32(o0 + 4 * Hp + h), a41 = vf_load_f32(o0 + 4 * Hp + h + L);
+            vf a50 = vf_load_f32(o0 + 5 * Hp + h), a51 = vf_load_f32(o0 + 5 * Hp + h + L);
+            const float *vc = v + h;
+            for (int64_t c = 0; c < nk; c++, vc += vst) {
+                const vf v0 = vf_load_f32(vc), v1 = vf_load_f32(vc + L);
+                vf w = vf_set1(p0[c]);
+                a00 = vf_fmadd(w, v0, a00);
+                a01 = vf_fmadd(w, v1, a01);
+                w = vf_set1(p0[TK + c]);
+                a10 = vf_fmadd(w, v0, a10);
+                a11 = vf_fmadd(w, v1, a11);
+                w = vf_set1(p0[2 * TK + c]);
+                a20 = vf_fmadd(w, v0, a20);
+                a21 = vf_fmadd(w, v1, a21);
+                w = vf_set1(p0[3 * TK + c]);
+                a30 = vf_fmadd(w, v0, a30);
+                a31 = vf_fmadd(w, v1, a31);
+                w = vf_set1(p0[4 * TK + c]);
+                a40 = vf_fmadd(w, v0, a40);
+                a41 = vf_fmadd(w, v1, a41);
+                w = vf_set1(p0[5 * TK + c]);
+                a50 = vf_fmadd(w, v0, a50);
+                a51 = vf_fmadd(w, v1, a51);
+            }
+            vf_store_f32(o0 + h, a00);
+            vf_store_f32(o0 + h + L, a01);
+            vf_store_f32(o0 + Hp + h, a10);
+            vf_store_f32(o0 + Hp + h + L, a11);
+            vf_store_f32(o0 + 2 * Hp + h, a20);
+            vf_store_f32(o0 + 2 * Hp + h + L, a21);
+            vf_store_f32(o0 + 3 * Hp + h, a30);
+            vf_store_f32(o0 + 3 * Hp + h + L, a31);
+            vf_store_f32(o0 + 4 * Hp + h, a40);
+            vf_store_f32(o0 + 4 * Hp + h + L, a41);
+            vf_store_f32(o0 + 5 * Hp + h, a50);
+            vf_store_f32(o0 + 5 * Hp + h + L, a51);
+        }
+        for (; h < Hp; h += L) {
+            for (int64_t i = 0; i < 6; i++) {
+                vf a0 = vf_load_f32(o0 + i * Hp + h);
+                const float *vc = v + h;
+                for (int64_t c = 0; c < nk; c++, vc += vst) a0 = vf_fmadd(vf_set1(p0[i * TK + c]), vf_load_f32(vc), a0);
+                vf_store_f32(o0 + i * Hp + h, a0);
+            }
+        }
+    }
     for (; r + 4 <= R; r += 4) {
         const float *p0 = p + r * TK, *p1 = p0 + TK, *p2 = p1 + TK, *p3 = p2 + TK;
         float *o0 = o + r * Hp, *o1 = o0 + Hp, *o2 = o1 + Hp, *o3 = o2 + Hp;
