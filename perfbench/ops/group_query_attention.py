@@ -285,12 +285,15 @@ class GroupQueryAttention(Op):
         return 4.0 * p["heads"] * p["head_size"] * seen
 
     def bytes_moved(self, case: Case, dtype: dtypes.DType) -> float:
+        """The least traffic the op needs: queries in, output out, every key and value row read
+        once (past rows included: a kernel can copy them while it reads them), new rows read and
+        written into the cache, and in copy mode the rest of present written."""
         p = case.p
         B, S, Nq, Nkv, H = p["batch"], p["seq"], p["heads"], p["kv_heads"], p["head_size"]
-        past_b, total_b, _ = lengths(case)
+        _, total_b, _ = lengths(case)
         e = dtype.itemsize
         qo = 2 * B * S * Nq * H * e
         kv_read = 2 * Nkv * H * e * float(np.sum(total_b))
-        new = 2 * B * S * Nkv * H * e * 2  # new keys/values read, written into the cache
-        copy = 0.0 if p["kv"] == "shared" else 2 * Nkv * H * e * (float(np.sum(past_b)) + B * _cap(case))
-        return qo + kv_read + new + copy
+        new = 2 * B * S * Nkv * H * e * 2
+        rest = 0.0 if p["kv"] == "shared" else 2 * Nkv * H * e * B * (_cap(case) - S)
+        return qo + kv_read + new + rest

@@ -186,10 +186,12 @@ class MultiHeadAttention(Op):
         return 4.0 * p["batch"] * p["heads"] * p["head_size"] * p["seq"] * _total(case)
 
     def bytes_moved(self, case: Case, dtype: dtypes.DType) -> float:
+        """The least traffic the op needs: queries in, output out, every key and value read once,
+        and with a past, present written (past rows can be copied while they are read)."""
         p = case.p
         B, S, N, H, P = p["batch"], p["seq"], p["heads"], p["head_size"], p["past"]
         e = dtype.itemsize
         qo = 2 * B * S * N * H * e
-        kv = 2 * B * N * (P + S) * H * e  # every key and value read once
-        copy = 2 * B * N * H * e * (P + (P + S)) if P else 0  # past read, present written
-        return qo + kv + copy + (4 * B * (P + S) if p["mask"] else 0)
+        kv = 2 * B * N * (P + S) * H * e
+        present = kv if P else 0
+        return qo + kv + present + (4 * B * (P + S) if p["mask"] else 0)
