@@ -23,7 +23,8 @@ def attention():
 def test_attention_suite_loads(attention):
     assert attention.name == "attention"
     assert attention.path == suites.suites_dir() / "attention.toml"
-    assert [b.op for b in attention.blocks] == ["Softmax", "Softmax", "RotaryEmbedding", "RotaryEmbedding"]
+    assert [b.op for b in attention.blocks] == (["Softmax"] * 2 + ["RotaryEmbedding"] * 2
+                                                + ["GroupQueryAttention"] * 9 + ["MultiHeadAttention"] * 3)
     assert attention.settings["dtypes"] == ["f32", "f16", "bf16"]
     assert attention.settings["threads"] == [1, 2]
     assert attention.settings["replicates"] == 8 and attention.settings["quick_replicates"] == 5
@@ -37,10 +38,16 @@ def test_expand_full_sweep_counts(attention):
     cells, notes = attention.expand()
     assert notes == []
     timed = [c for c in cells if not c.numerics_only]
-    # Softmax 2x1x4 + 2x1x2, Rotary 4x2x2 twice = 8 + 4 + 16 + 16 = 44 cases, x 3 dtypes x 2 threads
-    assert len(timed) == 44 * 3 * 2
-    # 7 numerics-only shapes x 3 dtypes x 2 threads (once each: numerics do not depend on cache/spin)
-    assert len(cells) - len(timed) == 7 * 3 * 2
+    # Softmax 2x1x4 + 2x1x2, Rotary 4x2x2 twice = 8 + 4 + 16 + 16 = 44 cases;
+    # GroupQueryAttention: decode 3 pasts x 2 KV modes x 2 layouts = 12, cold 3 x 2 layouts = 6,
+    # rotary 2, ragged 1, prefill 2 seqs x 2 layouts = 4, prefill with rotary 1 = 26 cases;
+    # MultiHeadAttention: decode 3 warm + 3 cold, prefill 2 seqs x 2 masks = 10 cases;
+    # each x 3 dtypes x 2 threads (cold is its own block, so no doubling)
+    assert len(timed) == (44 + 26 + 10) * 3 * 2
+    assert len([c for c in timed if c.cache == "cold"]) == (6 + 3) * 3 * 2
+    # numerics-only shapes: Softmax 3 + Rotary 4 + GQA 7 + MHA 4 = 18, x 3 dtypes x 2 threads
+    # (once each: numerics do not depend on cache/spin)
+    assert len(cells) - len(timed) == 18 * 3 * 2
     assert len({c.key for c in cells}) == len(cells)
 
 
@@ -101,14 +108,18 @@ def test_numerics_only_cells_are_marked(attention):
     cells, _ = attention.expand()
     num = [c for c in cells if c.numerics_only]
     shapes = {(c.case.op, c.case.p.get("keys"), c.case.p.get("head_size")) for c in num}
-    assert shapes == {("Softmax", 4097, None), ("Softmax", 4105, None), ("Softmax", 33, None),
-                      ("RotaryEmbedding", None, 80), ("RotaryEmbedding", None, 36)}
+    assert {("Softmax", 4097, None), ("Softmax", 4105, None), ("Softmax", 33, None),
+            ("RotaryEmbedding", None, 80), ("RotaryEmbedding", None, 36),
+            ("GroupQueryAttention", None, 80), ("MultiHeadAttention", None, 80)} <= shapes
+    # the odd shapes are there: head size 80, past 4097, prefill 33
+    assert {c.case.op for c in num if c.case.p.get("past") == 4097} == {"GroupQueryAttention", "MultiHeadAttention"}
+    assert {c.case.op for c in num if c.case.p.get("seq") == 33} >= {"GroupQueryAttention", "MultiHeadAttention"}
     timed_ids = {c.case.case_id for c in cells if not c.numerics_only}
     assert not timed_ids & {c.case.case_id for c in num}
-    # every cell whose shape is listed under `numerics` is marked, and only those
+    # every cell whose shape is listed under a block's `numerics` is marked, and only those
+    listed = {ops.get(b.op).make_case(dict(v)).case_id for b in attention.blocks for v in b.numerics}
     for c in cells:
-        odd = c.case.p.get("keys") in (4097, 4105, 33) or c.case.p.get("head_size") in (80, 36)
-        assert c.numerics_only == odd, c.label()
+        assert c.numerics_only == (c.case.case_id in listed), c.label()
 
 
 def test_numerics_only_cells_not_repeated_over_cache_and_spin():

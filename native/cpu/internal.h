@@ -80,6 +80,11 @@ typedef struct pb_attn_plan {
 /* A query block of at least this many rows (positions x grouped heads) takes the prefill
  * (GEMM) form; fewer take the decode (dot-product) form. */
 #define PB_ATT_PACK_ROWS 8
+/* Which form a query block of `rows` rows takes: single-token decode always takes the decode
+ * form (any number of grouped heads: it streams each key row once, splits keys across
+ * threads and copies the past as it reads it); otherwise blocks of PB_ATT_PACK_ROWS rows or
+ * more take the prefill form. */
+static inline int pb_att_decode_form(int64_t seq, int64_t rows) { return seq == 1 || rows < PB_ATT_PACK_ROWS; }
 
 /* Rows [s0, s1) x the G heads of KV head g in batch row b, keys [t0, t1). partial == NULL: the
  * finished output is stored; else (max, sum, unnormalized output) per row go to partial. */

@@ -188,7 +188,7 @@ int pb_group_query_attention(const void *args);
  * present = past ++ new keys/values (batch, num_heads, past_seq + kv_seq, head_size); without
  * past, present outputs are optional (NULL: not written). key_padding_mask: NULL or int32
  * (batch, past_seq + kv_seq), 0 = masked: mask_filter_value is added to that key's scaled
- * score. unidirectional: query s (position past_seq + kv_seq - q_seq + s) sees keys up to it. */
+ * score. unidirectional: query s sees keys 0 .. past_seq + s (as ORT's CPU kernel). */
 typedef struct pb_multi_head_attention_args {
     pb_exec exec;
     int32_t dtype;

@@ -346,8 +346,8 @@ def multi_head_attention(lib: Library, query: np.ndarray, key: np.ndarray, value
                              f"{key_padding_mask.dtype}{key_padding_mask.shape}")
     if unidirectional not in (0, 1):
         raise UsageError(f"{k}: unidirectional must be 0 or 1, got {unidirectional!r}")
-    if unidirectional and sq > total:
-        raise UsageError(f"{k}: unidirectional with {sq} queries over {total} keys")
+    if unidirectional and past + sq > total:
+        raise UsageError(f"{k}: unidirectional needs past + queries <= keys, got {past} + {sq} > {total}")
     for name, v in (("scale", scale), ("mask_filter_value", mask_filter_value)):
         if not np.isfinite(v):
             raise UsageError(f"{k}: {name}={v!r} must be finite")

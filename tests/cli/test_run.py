@@ -217,7 +217,24 @@ def test_list_prints_cells_without_measuring(env):
     assert db_rows(env, "select count(*) from runs")[0][0] == before
 
 
-@pytest.mark.parametrize("command", ["run", "list", "show", "runs", "peaks", "selfcheck", "build"])
+def test_mutants_shows_every_negative_control_rejected(env):
+    r = pb(env, "mutants", "--suite", TINY)
+    assert r.returncode == 0, r.stderr
+    # per (case, dtype): our kernel passes, every applicable mutant is rejected
+    assert "ours" in r.stdout and "passes" in r.stdout and "ACCEPTED" not in r.stdout
+    for op, mutant in (("Softmax", "max-subtraction skipped"), ("RotaryEmbedding", "rotary halves swapped")):
+        assert any(line.startswith(op) and mutant in line and "rejected in" in line for line in r.stdout.splitlines())
+    assert "0 problem(s)" in r.stdout
+
+
+def test_mutants_reports_a_hole_in_the_gate(env):
+    r = pb(env, "mutants", "--suite", str(ROOT / "tests" / "fixtures" / "mutant_hole.toml"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "a bug that changes nothing" in r.stdout and "ACCEPTED" in r.stdout
+    assert "rejected in 0/2 cells" in r.stdout or "rejected in 0/1 cells" in r.stdout
+
+
+@pytest.mark.parametrize("command", ["run", "list", "show", "runs", "peaks", "selfcheck", "build", "mutants"])
 def test_help_teaches(env, command):
     r = pb(env, command, "--help")
     assert r.returncode == 0 and "Usage:" in r.stdout

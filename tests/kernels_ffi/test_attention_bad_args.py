@@ -106,7 +106,7 @@ class MhaStruct:
         total = P + SKV
         k = np.concatenate([self.pk, self.k.reshape(B, SKV, N, H).transpose(0, 2, 1, 3)], axis=2)
         v = np.concatenate([self.pv, self.v.reshape(B, SKV, N, H).transpose(0, 2, 1, 3)], axis=2)
-        t, pos = np.arange(total), total - SQ + np.arange(SQ)
+        t, pos = np.arange(total), P + np.arange(SQ)  # ORT: query s sees keys <= past + s
         out = np.empty((B, SQ, N, H))
         for b in range(B):
             visible = t[None, :] <= pos[:, None] if unidirectional else np.ones((SQ, total), bool)
@@ -293,7 +293,7 @@ MHA_C = [
     ("head_size", 1025, UNSUPPORTED, ["head_size=1025", "1024"]),
     ("past_seq", -1, INVALID, ["past_seq=-1"]),
     ("unidirectional", 2, INVALID, ["unidirectional=2"]),
-    ("q_seq", 9, INVALID, ["unidirectional with q_seq=9 > keys 7"]),  # set with unidirectional below
+    ("q_seq", 9, INVALID, ["unidirectional needs past_seq + q_seq <= keys", "4 + 9 > 7"]),  # with unidirectional
     ("scale", float("nan"), INVALID, ["scale=nan"]),
     ("mask_filter_value", float("nan"), INVALID, ["mask_filter_value=nan"]),
     ("dtype", 7, UNSUPPORTED, ["dtype 7"]),
@@ -321,15 +321,42 @@ def test_c_mha_past_without_present_is_refused(lib):
     assert np.all(h.out == SENTINEL)
 
 
+def _ort_mha(h, unidirectional: int, mask: np.ndarray) -> np.ndarray:
+    """ORT's own MultiHeadAttention on the struct's arrays (past, present, key padding mask)."""
+    from perfbench import dtypes
+    from perfbench.ops import ort as ortlib
+    from perfbench.ops.base import GraphSpec
+
+    B, N, H, SQ, SKV, P = h.B, h.N, h.H, h.SQ, h.SKV, h.PAST
+    spec = GraphSpec("MultiHeadAttention", "com.microsoft", 1,
+                     [("query", "float", (B, SQ, N * H)), ("key", "float", (B, SKV, N * H)),
+                      ("value", "float", (B, SKV, N * H)), ("", "", ()),
+                      ("key_padding_mask", "int32", (B, P + SKV)), ("", "", ()),
+                      ("past_key", "float", (B, N, P, H)), ("past_value", "float", (B, N, P, H))],
+                     [("output", (B, SQ, N * H)), ("present_key", (B, N, P + SKV, H)),
+                      ("present_value", (B, N, P + SKV, H))],
+                     {"num_heads": N, "unidirectional": unidirectional})
+    sess = ortlib.make_session(ortlib.build_model(spec, dtypes.F32), 1, "off")
+    out = {"output": np.empty((B, SQ, N * H), np.float32), "present_key": np.empty((B, N, P + SKV, H), np.float32),
+           "present_value": np.empty((B, N, P + SKV, H), np.float32)}
+    ins = {"query": h.q, "key": h.k, "value": h.v, "key_padding_mask": mask, "past_key": h.pk, "past_value": h.pv}
+    ortlib.Bound(sess, spec, 1, ins, out).run()
+    return out["output"]
+
+
 @pytest.mark.parametrize("unidirectional", [0, 1])
 def test_c_mha_key_padding_mask_with_unidirectional_is_supported(lib, unidirectional):
-    """Not a bad argument: a key padding mask combines with the causal rule (ORT's CPU kernel
-    accepts the pair and agrees with this reference)."""
+    """Not a bad argument: a key padding mask combines with the causal rule; ours agrees with a
+    float64 reference and with ORT's CPU kernel run on the same arrays, and the mask matters.
+    Mask values other than 0/1 too: ORT keeps a key where the mask is > 0 (2 keeps, -1 masks)."""
     h = MhaStruct(lib)
+    h.mask[0, 1] = -1  # masked, like 0
+    h.mask[1, 0] = 2  # kept, like 1
     h.args.key_padding_mask = lib.ffi.cast("const int32_t *", h.mask.ctypes.data)
     h.args.unidirectional = unidirectional
     lib.call(MHA, h.args)
     assert np.allclose(h.out, h.reference(unidirectional, True), rtol=1e-4, atol=1e-5)
+    assert np.allclose(h.out, _ort_mha(h, unidirectional, h.mask), rtol=1e-4, atol=1e-5)
     assert not np.allclose(h.out, h.reference(unidirectional, False), rtol=1e-4, atol=1e-5)
 
 

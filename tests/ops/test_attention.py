@@ -15,6 +15,9 @@
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -27,6 +30,7 @@ from perfbench.ops import ort as ortlib
 from perfbench.ops.base import to_f64
 from perfbench.ops.group_query_attention import lengths
 from perfbench.timing.protocol import CellSpec, Harness
+from tests.conftest import ROOT
 
 GQA, MHA = "GroupQueryAttention", "MultiHeadAttention"
 SEED = 20261207
@@ -51,9 +55,19 @@ GQA_CASES = {
                              "rotary": 1},
     "rotary-interleaved-prefill": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 6, "seq": 4, "rotary": 1,
                                    "interleaved": 1},
-    # large enough that 2 threads are used: decode splits its keys, prefill splits its queries
-    "decode-key-splits": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 4100},
+    # large enough that 2 threads are used (work twice the 2-thread grain): decode splits its
+    # keys, prefill splits its queries
+    "decode-key-splits": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 8192},
     "prefill-two-threads": {"heads": 4, "kv_heads": 2, "head_size": 32, "seq": 64},
+    # 8 query heads per KV head: still the decode form (splits, copy while reading)
+    "decode-G8-splits": {"heads": 8, "kv_heads": 1, "head_size": 32, "past": 8200},
+    # key splits over ragged rows, both KV modes
+    "decode-ragged-splits": {"batch": 3, "heads": 4, "kv_heads": 1, "head_size": 32, "past": 4200, "ragged": 1},
+    "decode-ragged-splits-shared": {"batch": 3, "heads": 4, "kv_heads": 1, "head_size": 32, "past": 4200,
+                                    "ragged": 1, "kv": "shared"},
+    # head sizes that leave a vector tail at 16 lanes (40) and at 16 lanes in prefill (24)
+    "head-tail-decode": {"heads": 4, "kv_heads": 2, "head_size": 40, "past": 50},
+    "head-tail-prefill": {"heads": 4, "kv_heads": 2, "head_size": 24, "seq": 20},
 }
 MHA_CASES = {
     "decode-past": {"heads": 3, "head_size": 40, "past": 37},
@@ -456,3 +470,38 @@ def test_mha_wrapper_baseline_arguments_are_valid(lib):
     a = _mha_args()
     wrappers.multi_head_attention(lib, **a).run()
     assert np.isfinite(a["output"]).all() and not np.any(a["output"] == SENTINEL)
+
+
+# ---- scratch memory refused: a status, not a crash -----------------------------------------------
+
+_NO_SCRATCH = """
+import numpy as np
+from perfbench import dtypes, ops
+from perfbench.errors import NativeError
+from perfbench.kernels_ffi import load
+lib = load()
+for name, params in (("GroupQueryAttention", {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20}),
+                     ("GroupQueryAttention", {"heads": 4, "kv_heads": 2, "head_size": 32, "seq": 16}),
+                     ("MultiHeadAttention", {"heads": 2, "head_size": 32, "past": 20})):
+    op = ops.get(name)
+    case = op.make_case(params)
+    x = op.make_inputs(case, dtypes.F32, np.random.default_rng(0))
+    out = op.new_outputs(case, np.float32, x)
+    try:
+        op.prepare_ours(lib, case, x, out, 1).run()
+        print(name, "ran")
+    except NativeError as e:
+        print(name, "status", e.status, e.message)
+"""
+
+
+def test_attention_without_scratch_returns_out_of_memory():
+    """PERFBENCH_SCRATCH_MAX_BYTES=0: every scratch request fails; both kernels say so."""
+    env = dict(os.environ, PERFBENCH_SCRATCH_MAX_BYTES="0")
+    r = subprocess.run([sys.executable, "-c", _NO_SCRATCH], env=env, capture_output=True, text=True, timeout=120,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 3, r.stdout
+    for line in lines:
+        assert " status 3 " in line and "scratch" in line, line

@@ -21,7 +21,8 @@
     } while (0)
 
 #define PB_ATT_ROWS 64             /* target query rows (positions x grouped heads) per item */
-#define PB_ATT_GRAIN 262144        /* multiply-add pairs one more thread should get */
+#define PB_ATT_GRAIN 262144        /* prefill: multiply-add pairs one more thread should get */
+#define PB_ATT_DECODE_GRAIN 32768  /* decode: key/value elements one more thread should stream */
 #define PB_ATT_MIN_SPLIT_KEYS 256  /* a key chunk of a split item is at least this long */
 #define PB_ATT_MAX_HEAD 1024
 #define PB_ATT_LIMIT (INT64_C(1) << 40)
@@ -41,12 +42,19 @@ static void plan_schedule(const pb_attn_plan *p, int64_t max_kv, int32_t max_thr
     s->rows_per_item = p->G >= PB_ATT_ROWS ? 1 : PB_ATT_ROWS / p->G;
     if (s->rows_per_item > p->S) s->rows_per_item = p->S;
     s->n_sblocks = (p->S + s->rows_per_item - 1) / s->rows_per_item;
-    int64_t work = p->B * p->Nq * p->S;
-    work = work > PB_ATT_LIMIT / (max_kv + 1) ? PB_ATT_LIMIT : work * (max_kv + 1);
-    work = work > PB_ATT_LIMIT / p->H ? PB_ATT_LIMIT : work * p->H;
-    s->threads = pb_threads_for(max_threads, work, PB_ATT_GRAIN);
     const int64_t heads = p->B * p->Nkv;
-    const int prefill = s->rows_per_item * p->G >= PB_ATT_PACK_ROWS;
+    const int prefill = !pb_att_decode_form(p->S, s->rows_per_item * p->G);
+    if (prefill) { /* compute-bound: multiply-add pairs */
+        int64_t work = p->B * p->Nq * p->S;
+        work = work > PB_ATT_LIMIT / (max_kv + 1) ? PB_ATT_LIMIT : work * (max_kv + 1);
+        work = work > PB_ATT_LIMIT / p->H ? PB_ATT_LIMIT : work * p->H;
+        s->threads = pb_threads_for(max_threads, work, PB_ATT_GRAIN);
+    } else { /* memory-bound: key and value elements streamed (a MAC count under-weights them:
+              * MHA decode at past 128 stayed on one thread while ORT used two, 1.6x faster) */
+        int64_t work = heads > PB_ATT_LIMIT / (max_kv + 1) ? PB_ATT_LIMIT : heads * (max_kv + 1);
+        work = work > PB_ATT_LIMIT / (2 * p->H) ? PB_ATT_LIMIT : work * 2 * p->H;
+        s->threads = pb_threads_for(max_threads, work, PB_ATT_DECODE_GRAIN);
+    }
     s->nsplit = 1;
     s->ngroups = s->n_sblocks;
     if (prefill) {
@@ -61,7 +69,8 @@ static void plan_schedule(const pb_attn_plan *p, int64_t max_kv, int32_t max_thr
     s->chunk = s->nsplit > 1 ? ((max_kv + s->nsplit - 1) / s->nsplit + 63) / 64 * 64 : INT64_MAX;
     s->items = heads * s->ngroups * s->nsplit;
     const int64_t R = s->rows_per_item * p->G;
-    s->part_stride = s->nsplit > 1 ? 2 * R + R * p->Hp : 0;
+    /* whole cache lines per partial: splits written by different threads never share one */
+    s->part_stride = s->nsplit > 1 ? (2 * R + R * p->Hp + 15) / 16 * 16 : 0;
 }
 
 static size_t partial_floats(const pb_attn_plan *p, const attn_sched *s) {
@@ -195,9 +204,11 @@ int pb_group_query_attention(const void *args) {
     if (a->head_size > PB_ATT_MAX_HEAD)
         return pb_fail(PB_ERR_UNSUPPORTED, "%s: head_size=%lld is above %d", k, (long long)a->head_size,
                        PB_ATT_MAX_HEAD);
-    if (a->past_capacity < 0 || a->present_capacity < 1 || a->total_sequence_length < 1)
+    if (a->past_capacity < 0 || a->present_capacity < 1 || a->total_sequence_length < 1 ||
+        a->past_capacity > PB_ATT_LIMIT || a->present_capacity > PB_ATT_LIMIT)
         return pb_fail(PB_ERR_INVALID_ARGUMENT,
-                       "%s: past_capacity=%lld must be >= 0, present_capacity=%lld and total_sequence_length=%d >= 1",
+                       "%s: past_capacity=%lld must be in [0, 2^40], present_capacity=%lld in [1, 2^40] and "
+                       "total_sequence_length=%d >= 1",
                        k, (long long)a->past_capacity, (long long)a->present_capacity, (int)a->total_sequence_length);
     const int64_t lim = PB_ATT_LIMIT;
     if (a->batch > lim / a->seq || a->batch * a->seq > lim / a->num_heads ||
@@ -297,7 +308,7 @@ int pb_group_query_attention(const void *args) {
         .pres_v = a->present_value, .pres_cap = a->present_capacity, .past_len = past_len, .pos = pos,
         .copy_past = !shared && !first && a->past_capacity > 0, .zero_rest = !shared, .rope = p.rope,
     };
-    if (ap.copy_past && sch.rows_per_item * p.G < PB_ATT_PACK_ROWS) {
+    if (ap.copy_past && pb_att_decode_form(S, sch.rows_per_item * p.G)) {
         /* decode form: the attention pass copies each past row as it reads it */
         ap.copy_past = 0;
         p.k_past = a->past_key;
@@ -351,9 +362,9 @@ int pb_multi_head_attention(const void *args) {
                        "present_value", k, (long long)a->past_seq);
     if (a->present_key != NULL && (a->present_key == a->past_key || a->present_value == a->past_value))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: present and past must be different buffers", k);
-    if (a->unidirectional && a->q_seq > total)
-        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: unidirectional with q_seq=%lld > keys %lld", k,
-                       (long long)a->q_seq, (long long)total);
+    if (a->unidirectional && a->past_seq + a->q_seq > total)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: unidirectional needs past_seq + q_seq <= keys, got %lld + %lld > %lld",
+                       k, (long long)a->past_seq, (long long)a->q_seq, (long long)total);
 
     const int64_t S = a->q_seq;
     const size_t head = sizeof(int64_t) * (size_t)(2 * B + B * S), bias = a->key_padding_mask ? (size_t)(B * total) : 0;
@@ -372,7 +383,7 @@ int pb_multi_head_attention(const void *args) {
     for (int64_t b = 0; b < B; b++) {
         kv_len[b] = total;
         pl[b] = a->past_seq;
-        for (int64_t s = 0; s < S; s++) pos[b * S + s] = total - S + s;
+        for (int64_t s = 0; s < S; s++) pos[b * S + s] = a->past_seq + s; /* ORT: query s sees keys <= P + s */
     }
     p.kv_len = kv_len;
     p.q_pos = pos;
@@ -391,7 +402,7 @@ int pb_multi_head_attention(const void *args) {
             .past_k = a->past_key, .past_v = a->past_value, .past_cap = a->past_seq, .pres_k = a->present_key,
             .pres_v = a->present_value, .pres_cap = total, .past_len = pl, .copy_past = a->past_seq > 0,
         };
-        if (ap.copy_past && sch.rows_per_item < PB_ATT_PACK_ROWS) {
+        if (ap.copy_past && pb_att_decode_form(S, sch.rows_per_item)) {
             /* decode form: the attention pass copies each past row as it reads it */
             ap.copy_past = 0;
             p.k_past = a->past_key;

@@ -8,12 +8,12 @@
  * rescaled when the max grows), so no S x P score matrix ever exists: the scratch is a few
  * tiles.
  *
- * Scores of a tile: with many rows (prefill), the key tile is packed transposed into f32
- * (Hp x TK) and a 4-row x 2-vector outer-product microkernel computes them; with few rows
- * (decode) each score is a dot product over the key row, 2 rows x 4 keys at a time, reduced
- * with vf_hsum4. Values: O[r] += p[r][c] * V[c] with a 4-row x 2-vector microkernel. f32 keys
- * and values whose head size is a multiple of the lane count are read in place; otherwise a
- * tile is converted (f16/bf16 -> f32) and padded first.
+ * Scores: in the prefill form the item's keys are packed transposed into an f32 panel once
+ * and a 6-row (then 4-, then 1-row) x 2-vector outer-product microkernel computes each tile;
+ * in the decode form each score is a dot product over the key row, 2 rows x 4 keys at a time,
+ * reduced with vf_hsum4 (f32 key rows read in place when the head size fills whole vectors,
+ * else converted). Values: O[r] += p[r][c] * V[c] with 6/4/1-row x 2-vector microkernels over
+ * f32 value rows (an L1 tile in decode, the item's converted rows in prefill).
  *
  * Masks: keys past the item's range or a causal query's position, and key padding (an
  * additive bias per key, as ORT applies mask_filter_value) -- masked probabilities are exactly
@@ -22,6 +22,9 @@
 #define PB_ATT_TK 64        /* keys per tile: a multiple of 2 vectors at every lane count */
 #define PB_ATT_TK_DOT 32    /* keys per tile in the dot form: K and V tiles stay in L1 */
 #endif
+_Static_assert(PB_ATT_TK % (2 * PB_LANES) == 0, "prefill tiles must be whole 2-vector column blocks");
+_Static_assert(PB_ATT_TK_DOT % PB_LANES == 0 && PB_ATT_TK_DOT <= PB_ATT_TK,
+               "decode tiles must be whole vectors and fit a score row");
 
 /* ---- f32 helpers: defined once per ISA (they do not depend on the element type) ---- */
 #ifndef PB_ATT_F32_HELPERS
@@ -629,7 +632,8 @@ static int PB_UK(PB_DT, att_decode)(const pb_attn_plan *p, int64_t b, int64_t g,
 static int PB_UK(PB_DT, attention)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1, int64_t t0,
                                    int64_t t1, float *partial) {
     const int64_t block = s1 - s0 < p->rows_per_item ? s1 - s0 : p->rows_per_item;
-    if (partial == NULL && block * p->G >= PB_ATT_PACK_ROWS) return PB_UK(PB_DT, att_prefill)(p, b, g, s0, s1, t0, t1);
+    if (partial == NULL && !pb_att_decode_form(p->S, block * p->G))
+        return PB_UK(PB_DT, att_prefill)(p, b, g, s0, s1, t0, t1);
     return PB_UK(PB_DT, att_decode)(p, b, g, s0, s1, t0, t1, partial);
 }
 
