@@ -188,7 +188,8 @@ int pb_group_query_attention(const void *args);
  * present = past ++ new keys/values (batch, num_heads, past_seq + kv_seq, head_size); without
  * past, present outputs are optional (NULL: not written). key_padding_mask: NULL or int32
  * (batch, past_seq + kv_seq), 0 = masked: mask_filter_value is added to that key's scaled
- * score. unidirectional: query s sees keys 0 .. past_seq + s (as ORT's CPU kernel). */
+ * score. unidirectional (as ORT's CPU kernel): with q_seq > 1, query s sees keys 0 .. past_seq + s
+ * (q_seq == kv_seq required; other shapes are declined as unsupported); one query sees every key. */
 typedef struct pb_multi_head_attention_args {
     pb_exec exec;
     int32_t dtype;

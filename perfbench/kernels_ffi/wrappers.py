@@ -346,7 +346,9 @@ def multi_head_attention(lib: Library, query: np.ndarray, key: np.ndarray, value
                              f"{key_padding_mask.dtype}{key_padding_mask.shape}")
     if unidirectional not in (0, 1):
         raise UsageError(f"{k}: unidirectional must be 0 or 1, got {unidirectional!r}")
-    if unidirectional and past + sq > total:
+    if unidirectional and sq > 1 and sq != skv:
+        pass  # C declines it with an 'unsupported' status (a no-kernel cell, not a usage error)
+    elif unidirectional and past + sq > total:
         raise UsageError(f"{k}: unidirectional needs past + queries <= keys, got {past} + {sq} > {total}")
     for name, v in (("scale", scale), ("mask_filter_value", mask_filter_value)):
         if not np.isfinite(v):

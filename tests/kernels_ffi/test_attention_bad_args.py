@@ -227,6 +227,7 @@ GQA_C = [
     ("total_sequence_length", _first_prompt_longer_than_seq, INVALID, ["seqlens_k[0]=8", "total_sequence_length=1"]),
     ("present_capacity", 0, INVALID, ["present_capacity=0"]),
     ("past_capacity", -1, INVALID, ["past_capacity=-1"]),
+    ("past_capacity", 2**40 + 1, INVALID, ["past_capacity=1099511627777"]),
     ("past_capacity", 4, INVALID, ["seqlens_k[0]=8", "past capacity 4"]),
     ("present_key", _share_key_only, INVALID, ["share both caches"]),
     ("present_key", _shared_capacity_differs, INVALID, ["past_capacity == present_capacity"]),
@@ -294,6 +295,7 @@ MHA_C = [
     ("past_seq", -1, INVALID, ["past_seq=-1"]),
     ("unidirectional", 2, INVALID, ["unidirectional=2"]),
     ("q_seq", 9, INVALID, ["unidirectional needs past_seq + q_seq <= keys", "4 + 9 > 7"]),  # with unidirectional
+    ("q_seq", 2, UNSUPPORTED, ["unidirectional with q_seq=2 != kv_seq=3"]),  # with unidirectional
     ("scale", float("nan"), INVALID, ["scale=nan"]),
     ("mask_filter_value", float("nan"), INVALID, ["mask_filter_value=nan"]),
     ("dtype", 7, UNSUPPORTED, ["dtype 7"]),
@@ -306,7 +308,7 @@ MHA_C = [
                          ids=[f"{c[0]}={getattr(c[1], '__name__', c[1])}-{i}" for i, c in enumerate(MHA_C)])
 def test_c_mha_returns_a_status(lib, field, value, status, words):
     h = MhaStruct(lib)
-    if field == "q_seq" and value == 9:
+    if field == "q_seq":
         h.args.unidirectional = 1
     _set(lib, h, field, value)
     _expect(lib, MHA, h, status, words)
@@ -321,13 +323,14 @@ def test_c_mha_past_without_present_is_refused(lib):
     assert np.all(h.out == SENTINEL)
 
 
-def _ort_mha(h, unidirectional: int, mask: np.ndarray) -> np.ndarray:
-    """ORT's own MultiHeadAttention on the struct's arrays (past, present, key padding mask)."""
+def _ort_mha(h, unidirectional: int, mask: np.ndarray, sq: int | None = None) -> np.ndarray:
+    """ORT's own MultiHeadAttention on the struct's arrays (past, present, key padding mask);
+    sq < h.SQ: only the first sq queries."""
     from perfbench import dtypes
     from perfbench.ops import ort as ortlib
     from perfbench.ops.base import GraphSpec
 
-    B, N, H, SQ, SKV, P = h.B, h.N, h.H, h.SQ, h.SKV, h.PAST
+    B, N, H, SQ, SKV, P = h.B, h.N, h.H, sq or h.SQ, h.SKV, h.PAST
     spec = GraphSpec("MultiHeadAttention", "com.microsoft", 1,
                      [("query", "float", (B, SQ, N * H)), ("key", "float", (B, SKV, N * H)),
                       ("value", "float", (B, SKV, N * H)), ("", "", ()),
@@ -339,7 +342,8 @@ def _ort_mha(h, unidirectional: int, mask: np.ndarray) -> np.ndarray:
     sess = ortlib.make_session(ortlib.build_model(spec, dtypes.F32), 1, "off")
     out = {"output": np.empty((B, SQ, N * H), np.float32), "present_key": np.empty((B, N, P + SKV, H), np.float32),
            "present_value": np.empty((B, N, P + SKV, H), np.float32)}
-    ins = {"query": h.q, "key": h.k, "value": h.v, "key_padding_mask": mask, "past_key": h.pk, "past_value": h.pv}
+    ins = {"query": np.ascontiguousarray(h.q[:, :SQ]), "key": h.k, "value": h.v, "key_padding_mask": mask,
+           "past_key": h.pk, "past_value": h.pv}
     ortlib.Bound(sess, spec, 1, ins, out).run()
     return out["output"]
 
@@ -386,3 +390,20 @@ def test_library_still_works_after_attention_errors(lib):
     h.args.batch = GqaStruct.B
     lib.call(GQA, h.args)
     assert not np.any(h.out == SENTINEL)
+
+
+def test_c_mha_unidirectional_single_query_sees_every_key_as_ort(lib):
+    """ORT applies the causal rule only with more than one query: one query over 3 new keys
+    (and the past) sees all of them -- ours too, on the same arrays."""
+    h = MhaStruct(lib)
+    q1 = np.ascontiguousarray(h.q[:, :1])
+    out1 = np.full((h.B, 1, h.N * h.H), SENTINEL, np.float32)
+    h.args.q_seq = 1
+    h.args.query, h.args.output = lib.ptr(q1), lib.ptr(out1)
+    h.args.unidirectional = 1
+    lib.call(MHA, h.args)
+    assert np.allclose(out1, _ort_mha(h, 1, np.ones_like(h.mask), sq=1), rtol=1e-4, atol=1e-5)
+    h.args.unidirectional = 0  # the same as without the attribute
+    out0 = out1.copy()
+    lib.call(MHA, h.args)
+    assert np.array_equal(out0, out1)

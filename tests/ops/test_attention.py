@@ -68,6 +68,7 @@ GQA_CASES = {
     # head sizes that leave a vector tail at 16 lanes (40) and at 16 lanes in prefill (24)
     "head-tail-decode": {"heads": 4, "kv_heads": 2, "head_size": 40, "past": 50},
     "head-tail-prefill": {"heads": 4, "kv_heads": 2, "head_size": 24, "seq": 20},
+    "head-tail-prefill-40": {"heads": 4, "kv_heads": 2, "head_size": 40, "seq": 20},  # odd vector count at 8 and 16 lanes
 }
 MHA_CASES = {
     "decode-past": {"heads": 3, "head_size": 40, "past": 37},
@@ -495,9 +496,12 @@ for name, params in (("GroupQueryAttention", {"heads": 4, "kv_heads": 2, "head_s
 """
 
 
-def test_attention_without_scratch_returns_out_of_memory():
-    """PERFBENCH_SCRATCH_MAX_BYTES=0: every scratch request fails; both kernels say so."""
-    env = dict(os.environ, PERFBENCH_SCRATCH_MAX_BYTES="0")
+@pytest.mark.parametrize("limit, where", [("0", "driver"), ("4096", "kernel")])
+def test_attention_without_scratch_returns_out_of_memory(limit, where):
+    """PERFBENCH_SCRATCH_MAX_BYTES=0: the driver's own buffers are refused; 4096: those fit and
+    the microkernels' tiles are refused inside the parallel region. Either way: status 3 and a
+    message, never a crash."""
+    env = dict(os.environ, PERFBENCH_SCRATCH_MAX_BYTES=limit)
     r = subprocess.run([sys.executable, "-c", _NO_SCRATCH], env=env, capture_output=True, text=True, timeout=120,
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
@@ -505,3 +509,48 @@ def test_attention_without_scratch_returns_out_of_memory():
     assert len(lines) == 3, r.stdout
     for line in lines:
         assert " status 3 " in line and "scratch" in line, line
+        if where == "kernel":  # only run_attention's message says where the limit comes from
+            assert "see PERFBENCH_SCRATCH_MAX_BYTES" in line, line
+
+
+# ---- key splits where a short batch row leaves splits empty --------------------------------------
+
+
+@pytest.mark.parametrize("kv", ["copy", "shared"])
+def test_decode_splits_with_empty_chunks(lib, kv):
+    """Batch rows of 4201 and 301 tokens at 2 threads: the keys split in 4 chunks of ~1088, so
+    three chunks of row 1 hold no key (their partials say max = -inf and the combine skips them).
+    Output and present against a float64 reference; past rows copied exactly once."""
+    from perfbench.ops import _attention as att
+
+    rng = np.random.default_rng(11)
+    B, Nq, Nkv, H, P = 2, 4, 1, 32, 4200
+    tot = np.array([4201, 301])
+    cap = P + 1
+    q = rng.standard_normal((B, 1, Nq * H)).astype(np.float32)
+    k = rng.standard_normal((B, 1, Nkv * H)).astype(np.float32)
+    v = rng.standard_normal((B, 1, Nkv * H)).astype(np.float32)
+    pk = rng.standard_normal((B, Nkv, cap if kv == "shared" else P, H)).astype(np.float32)
+    pv = rng.standard_normal((B, Nkv, cap if kv == "shared" else P, H)).astype(np.float32)
+    seqlens = (tot - 1).astype(np.int32)
+    out = np.full((B, 1, Nq * H), SENTINEL, np.float32)
+    if kv == "shared":
+        prk, prv = pk.copy(), pv.copy()
+        pk_in, pv_in = prk, prv
+    else:
+        prk, prv = np.full((B, Nkv, cap, H), SENTINEL, np.float32), np.full((B, Nkv, cap, H), SENTINEL, np.float32)
+        pk_in, pv_in = pk, pv
+    wrappers.group_query_attention(lib, q, k, v, pk_in, pv_in, seqlens, int(tot.max()), out, prk, prv,
+                                   num_heads=Nq, kv_num_heads=Nkv, threads=2).run()
+    for b in range(B):
+        pb = int(tot[b]) - 1
+        keys = np.concatenate([pk[b, :, :pb], k[b].reshape(1, Nkv, H).transpose(1, 0, 2)], axis=1).astype(np.float64)
+        vals = np.concatenate([pv[b, :, :pb], v[b].reshape(1, Nkv, H).transpose(1, 0, 2)], axis=1).astype(np.float64)
+        heads = np.arange(Nq) // (Nq // Nkv)
+        ref = att.attend64(q[b].reshape(1, Nq, H).astype(np.float64), keys[heads], vals[heads], 1 / np.sqrt(H),
+                           np.ones((1, pb + 1), bool))
+        assert np.allclose(out[b].reshape(1, Nq, H), ref, rtol=1e-4, atol=1e-5), b
+        assert np.array_equal(prk[b, :, : pb + 1], keys.astype(np.float32))  # past copied once, new row appended
+        assert np.array_equal(prv[b, :, : pb + 1], vals.astype(np.float32))
+        if kv == "copy":
+            assert not np.any(prk[b, :, pb + 1:])  # zeros after the row's tokens, as ORT writes them

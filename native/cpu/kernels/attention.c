@@ -34,7 +34,7 @@ typedef struct {
 } attn_sched;
 
 /* p's shapes only (its arrays need not exist yet); max_kv = the longest batch row's keys.
- * Decode form (a block has < PB_ATT_PACK_ROWS rows): one block per item, keys split across
+ * Decode form (S == 1, or a block of < PB_ATT_PACK_ROWS rows): one block per item, keys split across
  * threads when (batch x KV heads) cannot keep them busy. Prefill form: an item is a group of
  * consecutive query blocks of one KV head (its keys converted once for all of them); groups
  * per head are as few as keep every thread fed. */
@@ -214,6 +214,7 @@ int pb_group_query_attention(const void *args) {
     if (a->batch > lim / a->seq || a->batch * a->seq > lim / a->num_heads ||
         a->batch * a->seq * a->num_heads > lim / a->head_size || a->batch * a->kv_num_heads > lim / a->present_capacity ||
         a->batch * a->kv_num_heads * a->present_capacity > lim / a->head_size ||
+        (a->past_capacity > 0 && a->batch * a->kv_num_heads > lim / a->past_capacity) ||
         a->batch * a->kv_num_heads * a->past_capacity > lim / a->head_size)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: tensor sizes overflow", k);
     if (a->key == NULL || a->value == NULL)
@@ -365,12 +366,18 @@ int pb_multi_head_attention(const void *args) {
     if (a->unidirectional && a->past_seq + a->q_seq > total)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: unidirectional needs past_seq + q_seq <= keys, got %lld + %lld > %lld",
                        k, (long long)a->past_seq, (long long)a->q_seq, (long long)total);
+    if (a->unidirectional && a->q_seq > 1 && a->q_seq != a->kv_seq)
+        return pb_fail(PB_ERR_UNSUPPORTED,
+                       "%s: unidirectional with q_seq=%lld != kv_seq=%lld is not implemented (ORT's causal rule for "
+                       "that case is unverified here)",
+                       k, (long long)a->q_seq, (long long)a->kv_seq);
 
     const int64_t S = a->q_seq;
     const size_t head = sizeof(int64_t) * (size_t)(2 * B + B * S), bias = a->key_padding_mask ? (size_t)(B * total) : 0;
     pb_attn_plan p = {
         .dtype = a->dtype, .B = B, .S = S, .Nq = N, .Nkv = N, .G = 1, .H = H, .Hp = lanes_round(H),
-        .scale = default_scale(a->scale, H), .q = a->query, .out = a->output, .causal = a->unidirectional,
+        .scale = default_scale(a->scale, H), .q = a->query, .out = a->output,
+        .causal = a->unidirectional && S > 1, /* ORT: one query is never masked */
     };
     attn_sched sch;
     plan_schedule(&p, total, a->exec.num_threads, &sch);

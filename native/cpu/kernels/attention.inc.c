@@ -562,7 +562,7 @@ static int PB_UK(PB_DT, att_prefill)(const pb_attn_plan *p, int64_t b, int64_t g
     return PB_OK;
 }
 
-/* Decode form (few rows): dot-product scores on key rows streamed tile by tile (f32 rows in
+/* Decode form (S == 1, or few rows): dot-product scores on key rows streamed tile by tile (f32 rows in
  * place when the head size fills whole vectors, else converted), values through an L1 tile. */
 static int PB_UK(PB_DT, att_decode)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1, int64_t t0,
                                     int64_t t1, float *partial) {
