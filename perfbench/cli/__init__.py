@@ -62,4 +62,5 @@ def main() -> None:
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
+import perfbench.cli.bot  # noqa: E402,F401  (registers `perfbench bot`)
 from perfbench.cli import commands  # noqa: E402,F401  (registers the commands)

@@ -1,0 +1,434 @@
+"""perfbench/github.py and `perfbench bot comment` against a local HTTP server that emulates
+GitHub's issue-comment endpoints and records every request it gets."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from perfbench import github as gh
+from perfbench.errors import UsageError
+from perfbench.github import BODY_LIMIT, MARKER, GitHubClient, GitHubError
+from tests.conftest import ROOT, perfbench_cmd
+
+TOKEN = "ghp_SECRET_TEST_TOKEN_123"
+REPO = "octo-org/kernels"
+
+
+class FakeGitHub:
+    """State of the fake: comments per PR, a request log, and scripted failures
+    (`fail[(method, kind)] = [status, ...]` consumed one per matching request; kind is
+    "list", "create" or "update")."""
+
+    def __init__(self):
+        self.comments: dict[int, list[dict]] = {}
+        self.requests: list[dict] = []
+        self.fail: dict[tuple[str, str], list[int]] = {}
+        self.fail_headers: dict[str, str] = {}
+        self.fail_body: dict = {"message": "Something failed"}
+        self.per_page_cap = 100  # the page size the fake really serves (GitHub caps at 100)
+        self.next_id = 1000
+        self.create_anyway_on_fail = False  # a POST that 5xx's but did create the comment
+        self.lock = threading.Lock()
+
+    def add(self, pr, body, user="someone"):
+        self.next_id += 1
+        c = {"id": self.next_id, "body": body, "user": {"login": user},
+             "created_at": "2024-01-01T00:00:%02dZ" % (self.next_id % 60),
+             "html_url": f"https://github.example/{REPO}/pull/{pr}#issuecomment-{self.next_id}"}
+        self.comments.setdefault(pr, []).append(c)
+        return c
+
+    def total(self):
+        return sum(len(v) for v in self.comments.values())
+
+
+def make_handler(state: FakeGitHub):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # keep test output quiet
+            pass
+
+        def _send(self, status, payload, headers=None):
+            raw = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def _record(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(n)) if n else None
+            rec = {"method": self.command, "path": self.path, "headers": dict(self.headers.items()), "json": body}
+            with state.lock:
+                state.requests.append(rec)
+            return rec
+
+        def _scripted_failure(self, kind):
+            queue = state.fail.get((self.command, kind))
+            if queue:
+                status = queue.pop(0)
+                return status
+            return None
+
+        def _handle(self):
+            rec = self._record()
+            url = urlsplit(self.path)
+            m_list = re.fullmatch(rf"/api/v3/repos/{REPO}/issues/(\d+)/comments", url.path)
+            m_upd = re.fullmatch(rf"/api/v3/repos/{REPO}/issues/comments/(\d+)", url.path)
+            kind = "list" if (m_list and self.command == "GET") else "create" if m_list else "update"
+            status = self._scripted_failure(kind)
+            if status is not None:
+                if status >= 500 and kind == "create" and state.create_anyway_on_fail:
+                    state.add(int(m_list.group(1)), rec["json"]["body"], user="perfbench-bot")
+                return self._send(status, state.fail_body, state.fail_headers)
+            if m_list and self.command == "GET":
+                pr = int(m_list.group(1))
+                if pr not in state.comments:
+                    return self._send(404, {"message": "Not Found"})
+                q = parse_qs(url.query)
+                per = min(int(q.get("per_page", ["30"])[0]), state.per_page_cap)
+                page = int(q.get("page", ["1"])[0])
+                items = state.comments[pr]
+                pages = max(1, -(-len(items) // per))
+                links = []
+                base = f"http://{self.headers['Host']}{url.path}"
+                if page < pages:
+                    links.append(f'<{base}?per_page={per}&page={page + 1}>; rel="next"')
+                    links.append(f'<{base}?per_page={per}&page={pages}>; rel="last"')
+                hdr = {"Link": ", ".join(links)} if links else {}
+                return self._send(200, items[(page - 1) * per: page * per], hdr)
+            if m_list and self.command == "POST":
+                pr = int(m_list.group(1))
+                if pr not in state.comments:
+                    return self._send(404, {"message": "Not Found"})
+                c = state.add(pr, rec["json"]["body"], user="perfbench-bot")
+                return self._send(201, c)
+            if m_upd and self.command == "PATCH":
+                cid = int(m_upd.group(1))
+                for cs in state.comments.values():
+                    for c in cs:
+                        if c["id"] == cid:
+                            c["body"] = rec["json"]["body"]
+                            return self._send(200, c)
+                return self._send(404, {"message": "Not Found"})
+            return self._send(404, {"message": "Not Found"})
+
+        do_GET = do_POST = do_PATCH = _handle
+
+    return Handler
+
+
+@pytest.fixture()
+def server():
+    state = FakeGitHub()
+    state.comments[7] = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
+    t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    t.start()
+    state.api_url = f"http://127.0.0.1:{httpd.server_address[1]}/api/v3"
+    yield state
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def client(server, **kw):
+    kw.setdefault("token", TOKEN)
+    kw.setdefault("retry_delay", 0.01)
+    return GitHubClient(REPO, api_url=server.api_url + "/", **kw)
+
+
+# -- the client ---------------------------------------------------------------------------------
+
+
+def test_create_then_update_not_duplicate(server):
+    server.add(7, "an unrelated human comment")
+    c = client(server)
+    action, url = c.upsert_pr_comment(7, "first report")
+    assert action == "created" and url and url.endswith(f"#issuecomment-{server.next_id}")
+    assert server.total() == 2
+    ours = server.comments[7][-1]
+    assert ours["body"].startswith("first report") and ours["body"].endswith(MARKER)
+    post = [r for r in server.requests if r["method"] == "POST"]
+    assert len(post) == 1 and post[0]["path"] == f"/api/v3/repos/{REPO}/issues/7/comments"
+
+    action2, url2 = c.upsert_pr_comment(7, "second report")
+    assert (action2, url2) == ("updated", url)
+    assert server.total() == 2  # updated in place, no duplicate
+    assert server.comments[7][-1]["body"].startswith("second report")
+    assert server.comments[7][0]["body"] == "an unrelated human comment"
+    patch = [r for r in server.requests if r["method"] == "PATCH"]
+    assert len(patch) == 1 and patch[0]["path"] == f"/api/v3/repos/{REPO}/issues/comments/{ours['id']}"
+    assert sum(r["method"] == "POST" for r in server.requests) == 1
+
+
+def test_headers_and_auth(server):
+    client(server).upsert_pr_comment(7, "x")
+    assert server.requests
+    for r in server.requests:
+        h = {k.lower(): v for k, v in r["headers"].items()}
+        assert h["authorization"] == f"Bearer {TOKEN}"
+        assert h["accept"] == "application/vnd.github+json"
+        assert h["x-github-api-version"] == "2022-11-28"
+        assert h["user-agent"] == "perfbench"
+    assert server.requests[0]["path"].endswith("/issues/7/comments?per_page=100")
+
+
+def test_marker_on_middle_page_found_via_pagination(server):
+    server.per_page_cap = 2  # 6 comments -> 3 pages; ours is on page 2
+    for i in range(6):
+        server.add(7, f"comment {i}" + (f"\n{MARKER}" if i == 3 else ""))
+    action, _ = client(server).upsert_pr_comment(7, "new body")
+    assert action == "updated"
+    assert server.total() == 6
+    assert server.comments[7][3]["body"].startswith("new body")
+    gets = [r["path"] for r in server.requests if r["method"] == "GET"]
+    assert len(gets) == 3 and gets[1].endswith("page=2") and gets[2].endswith("page=3")
+
+
+def test_newest_marked_comment_wins(server):
+    old = server.add(7, "old " + MARKER)
+    new = server.add(7, "newer " + MARKER)
+    client(server).upsert_pr_comment(7, "body")
+    assert server.comments[7][1]["body"].startswith("body")
+    assert server.comments[7][0]["body"] == old["body"] and new["id"] == server.comments[7][1]["id"]
+
+
+def test_custom_marker(server):
+    server.add(7, "posted by default marker\n" + MARKER)
+    action, _ = client(server).upsert_pr_comment(7, "b", marker="<!-- other -->")
+    assert action == "created" and server.total() == 2
+    assert server.comments[7][-1]["body"].endswith("<!-- other -->")
+
+
+def test_rate_limit_403(server):
+    server.fail[("GET", "list")] = [403]
+    server.fail_headers = {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1700000000"}
+    server.fail_body = {"message": "API rate limit exceeded for installation"}
+    with pytest.raises(GitHubError) as ei:
+        client(server).upsert_pr_comment(7, "x")
+    assert ei.value.status == 403 and ei.value.exit_code == 5
+    assert "rate limit" in str(ei.value) and "X-RateLimit-Remaining: 0" in str(ei.value)
+    assert TOKEN not in str(ei.value) and TOKEN not in repr(ei.value)
+
+
+def test_403_permissions(server):
+    server.fail[("POST", "create")] = [403]
+    server.fail_body = {"message": "Resource not accessible by integration"}
+    with pytest.raises(GitHubError) as ei:
+        client(server).upsert_pr_comment(7, "x")
+    msg = str(ei.value)
+    assert "refused the token" in msg and "issues: write" in msg and REPO in msg
+    assert "Resource not accessible by integration" in msg and "rate limit" not in msg
+    assert TOKEN not in msg
+
+
+def test_404(server):
+    with pytest.raises(GitHubError) as ei:
+        client(server).upsert_pr_comment(99, "x")  # the fake has no PR 99
+    assert ei.value.status == 404
+    assert "not found" in str(ei.value) and REPO in str(ei.value) and "#99" in str(ei.value)
+    assert sum(r["method"] == "GET" for r in server.requests) == 1  # a 404 is not retried
+
+
+def test_422_propagates_githubs_message(server):
+    server.fail[("POST", "create")] = [422]
+    server.fail_body = {"message": "Validation Failed",
+                        "errors": [{"resource": "IssueComment", "code": "custom", "message": "Body is too long"}]}
+    with pytest.raises(GitHubError) as ei:
+        client(server).upsert_pr_comment(7, "x")
+    assert ei.value.status == 422
+    assert "422" in str(ei.value) and "Validation Failed" in str(ei.value) and "Body is too long" in str(ei.value)
+
+
+def test_500_then_success_is_retried(server):
+    server.fail[("GET", "list")] = [500, 502]
+    lines = []
+    action, _ = client(server, log=lines.append).upsert_pr_comment(7, "x")
+    assert action == "created"
+    assert sum(r["method"] == "GET" for r in server.requests) == 3
+    assert sum("retrying" in line for line in lines) == 2
+
+
+def test_500_forever_is_a_clear_error(server):
+    server.fail[("PATCH", "update")] = [500] * 10
+    server.add(7, MARKER)
+    with pytest.raises(GitHubError) as ei:
+        client(server).upsert_pr_comment(7, "x")
+    assert ei.value.status == 500
+    assert "server error 500" in str(ei.value) and "after 3 attempts" in str(ei.value)
+    assert sum(r["method"] == "PATCH" for r in server.requests) == 3
+
+
+def test_post_5xx_that_landed_is_not_duplicated(server):
+    server.fail[("POST", "create")] = [502]
+    server.create_anyway_on_fail = True
+    action, url = client(server).upsert_pr_comment(7, "x")
+    assert action == "created" and url
+    assert server.total() == 1
+    assert sum(r["method"] == "POST" for r in server.requests) == 1
+
+
+def test_post_5xx_that_did_not_land_is_retried(server):
+    server.fail[("POST", "create")] = [503]
+    action, _ = client(server).upsert_pr_comment(7, "x")
+    assert action == "created" and server.total() == 1
+    assert sum(r["method"] == "POST" for r in server.requests) == 2
+
+
+def test_network_error_names_url_not_token():
+    c = GitHubClient(REPO, token=TOKEN, api_url="http://127.0.0.1:9/api", retry_delay=0.01, timeout=5)
+    with pytest.raises(GitHubError) as ei:
+        c.list_issue_comments(1)
+    assert ei.value.status is None
+    assert "cannot reach GitHub at http://127.0.0.1:9/api/repos/" in str(ei.value)
+    assert TOKEN not in str(ei.value)
+
+
+def test_token_never_in_repr_or_errors(server):
+    c = client(server)
+    assert TOKEN not in repr(c) and "***" in repr(c)
+    server.fail_body = {"message": f"echoing your token {TOKEN} back"}  # a hostile or buggy server
+    for status in (401, 403, 404, 422, 500):
+        server.fail[("GET", "list")] = [status] * 3
+        with pytest.raises(GitHubError) as ei:
+            c.list_issue_comments(7)
+        assert TOKEN not in str(ei.value), status
+        assert "***" in str(ei.value)
+
+
+def test_dry_run_sends_nothing_and_needs_no_token(server, monkeypatch):
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    lines = []
+    c = GitHubClient(REPO, api_url=server.api_url, dry_run=True, log=lines.append)
+    assert c.upsert_pr_comment(7, "hello") == ("dry-run", None)
+    assert server.requests == []
+    out = "\n".join(lines)
+    assert "GET " + server.api_url + f"/repos/{REPO}/issues/7/comments?per_page=100" in out
+    assert "POST" in out and "PATCH" in out and "hello" in out and MARKER in out
+
+
+def test_missing_token_is_a_usage_error(monkeypatch):
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    with pytest.raises(UsageError, match="GITHUB_TOKEN is not set"):
+        GitHubClient(REPO)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    assert GitHubClient(REPO)._token == TOKEN
+
+
+@pytest.mark.parametrize("repo", ["kernels", "a/b/c", "/b", "a/", "a b/c", "a/..", ""])
+def test_bad_repo(repo):
+    with pytest.raises(UsageError, match="OWNER/NAME"):
+        GitHubClient(repo, token=TOKEN)
+
+
+def test_api_url_resolution(monkeypatch):
+    monkeypatch.delenv("GITHUB_API_URL", raising=False)
+    assert gh.resolve_api_url() == "https://api.github.com"
+    monkeypatch.setenv("GITHUB_API_URL", "https://ghe.example/api/v3/")
+    assert gh.resolve_api_url() == "https://ghe.example/api/v3"
+    assert gh.resolve_api_url("http://127.0.0.1:8080/") == "http://127.0.0.1:8080"
+    with pytest.raises(UsageError):
+        gh.resolve_api_url("ftp://x")
+
+
+def test_next_page_on_another_host_is_refused(server, monkeypatch):
+    real = gh.GitHubClient._request_once
+
+    def once(self, method, url, data=None, what=""):
+        payload, headers = real(self, method, url, data, what)
+        headers = dict(headers)
+        headers["Link"] = '<https://evil.example/steal?page=2>; rel="next"'
+        return payload, headers
+
+    monkeypatch.setattr(gh.GitHubClient, "_request_once", once)
+    with pytest.raises(GitHubError, match="another host"):
+        client(server).list_issue_comments(7)
+
+
+def test_long_body_truncated_with_note_and_marker(server):
+    body = "x" * (BODY_LIMIT + 5000)
+    client(server).upsert_pr_comment(7, body)
+    posted = server.comments[7][-1]["body"]
+    assert len(posted) <= BODY_LIMIT
+    assert posted.endswith(MARKER)
+    assert "Truncated by perfbench" in posted and str(len(body) + 2 + len(MARKER)) in posted
+    assert posted.startswith("x" * 60000)
+    # exactly at the limit: untouched
+    fits = "y" * (BODY_LIMIT - len(MARKER) - 2)
+    assert gh.with_marker(fits) == fits + "\n\n" + MARKER
+
+
+def test_marker_not_doubled():
+    assert gh.with_marker("a\n\n" + MARKER) == "a\n\n" + MARKER
+    assert gh.with_marker("a") == "a\n\n" + MARKER
+
+
+# -- the command, end to end --------------------------------------------------------------------
+
+
+@pytest.fixture()
+def env(tmp_path):
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([str(ROOT), e.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    e["GITHUB_TOKEN"] = TOKEN
+    e["NO_PROXY"] = e["no_proxy"] = "127.0.0.1"
+    e.pop("GITHUB_API_URL", None)
+    return e
+
+
+def pb(env, *args, stdin=None):
+    return subprocess.run(perfbench_cmd() + ["bot", "comment", "--repo", REPO] + list(args), env=env,
+                          capture_output=True, text=True, timeout=60, cwd=ROOT, input=stdin)
+
+
+def test_cli_create_then_update(server, env, tmp_path):
+    f = tmp_path / "report.md"
+    f.write_text("# perfbench\nall fast\n")
+    env["GITHUB_API_URL"] = server.api_url  # the env var works as --api-url does
+    r = pb(env, "--pr", "7", "--body", str(f))
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(r"created comment https://github\.example/\S+#issuecomment-\d+\n", r.stdout)
+    r2 = pb(env, "--pr", "7", "--body", "-", stdin="# perfbench\nnow slower\n")
+    assert r2.returncode == 0, r2.stderr
+    assert r2.stdout.startswith("updated comment ") and r2.stdout.split()[-1] == r.stdout.split()[-1]
+    assert server.total() == 1 and "now slower" in server.comments[7][0]["body"]
+    for res in (r, r2):
+        assert TOKEN not in res.stdout + res.stderr
+    assert all(rq["headers"].get("Authorization") == f"Bearer {TOKEN}" for rq in server.requests)
+
+
+def test_cli_github_error_exit_code_and_no_token_leak(server, env, tmp_path):
+    f = tmp_path / "report.md"
+    f.write_text("hi")
+    server.fail[("GET", "list")] = [403]
+    server.fail_headers = {"X-RateLimit-Remaining": "0"}
+    server.fail_body = {"message": f"rate limited, token {TOKEN}"}
+    r = pb(env, "--pr", "7", "--body", str(f), "--api-url", server.api_url)
+    assert r.returncode == 5
+    assert "rate limit" in r.stderr and TOKEN not in r.stdout + r.stderr
+
+
+def test_cli_dry_run_and_missing_token(server, env, tmp_path):
+    f = tmp_path / "report.md"
+    f.write_text("the report")
+    del env["GITHUB_TOKEN"]
+    r = pb(env, "--pr", "7", "--body", str(f), "--api-url", server.api_url)
+    assert r.returncode == 2 and "GITHUB_TOKEN is not set" in r.stderr and "--dry-run" in r.stderr
+    assert server.requests == []
+
+    env["GITHUB_TOKEN"] = TOKEN  # a dry run shows the header it would send, redacted
+    r = pb(env, "--pr", "7", "--body", str(f), "--api-url", server.api_url, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert server.requests == []
+    assert "dry-run" in r.stdout and "the report" in r.stdout and MARKER in r.stdout
+    assert "Authorization: Bearer ***" in r.stdout and TOKEN not in r.stdout + r.stderr
