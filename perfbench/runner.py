@@ -141,10 +141,10 @@ def estimate_cell_s(op, cell, settings: dict, peaks: list, facts, history: dict)
 
 
 def _history(store: Store, host_class_id: int) -> dict:
-    """Last wall time per cell key on this host class."""
+    """Last wall time per cell key on this host class (invalidated runs are ignored)."""
     with store.session() as s:
         q = (select(m.Cell, m.Case.case_id).join(m.Case, m.Cell.case_pk == m.Case.id).join(m.Run)
-             .where(m.Run.host_class_id == host_class_id).order_by(m.Cell.id))
+             .where(m.Run.host_class_id == host_class_id, m.Run.invalidated.is_(False)).order_by(m.Cell.id))
         return {(cid, c.dtype, c.threads, c.device, c.cache, c.spin): c.wall_s for c, cid in s.execute(q)}
 
 

@@ -259,11 +259,19 @@ def show(ref, suite, host_class, fmt, output, db):
     return 0
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @click.option("--limit", default=20, show_default=True, help="How many of the newest runs.")
 @click.option("--db", metavar="URL", help=DB_HELP)
-def runs(limit, db):
-    """List stored runs, newest first."""
+@click.pass_context
+def runs(ctx, limit, db):
+    """List stored runs, newest first (invalidated runs are marked, with the reason).
+
+    \b
+    Subcommands:
+      perfbench runs invalidate RUN --why "..."   keep a run but exclude it from comparisons
+    """
+    if ctx.invoked_subcommand is not None:
+        return None
     from perfbench.store import repo
     from perfbench.store.db import Store
 
@@ -275,7 +283,106 @@ def runs(limit, db):
         for r in rows:
             click.echo(f"{r.id:5d}  {r.started_at:%Y-%m-%d %H:%M}  {r.suite:12s} {r.status:11s}"
                        f"{' partial' if r.partial else '        '}  {len(r.cells):4d} cells  "
-                       f"{(r.git_sha or '')[:10]:10s} {r.branch or ''}  {r.hostname}  [{r.host_class.key}]")
+                       f"{(r.git_sha or '')[:10]:10s} {r.branch or ''}  {r.hostname}  [{r.host_class.key}]"
+                       + (f"  INVALIDATED: {r.invalidated_why or ''}" if r.invalidated else ""))
+    return 0
+
+
+@runs.command("invalidate")
+@click.argument("ref")
+@click.option("--why", required=True, metavar="TEXT", help="Why the run must not be compared (recorded with it).")
+@click.option("--suite", help="Suite for `latest`-style references (default: any).")
+@click.option("--db", metavar="URL", help=DB_HELP)
+def runs_invalidate(ref, why, suite, db):
+    """Keep run REF but exclude it from comparisons and history: `latest` skips it and run time
+    estimates ignore it. REF: ID, latest, latest@BRANCH or sha:PREFIX (as for `show`).
+    Invalidating an invalidated run again replaces the reason."""
+    from perfbench.store import models as m
+    from perfbench.store import repo
+    from perfbench.store.db import Store
+
+    if not why.strip():
+        raise UsageError("--why must say why the run is invalidated")
+    store = Store(db)
+    with store.session() as s:
+        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=_host_class_id(s, ref, None))
+        r = s.get(m.Run, rid)
+        again = r.invalidated
+        r.invalidated, r.invalidated_at, r.invalidated_why = True, repo.now(), why.strip()
+    click.echo(f"run {rid} {'was already invalidated; reason updated' if again else 'invalidated'}: {why.strip()}")
+    return 0
+
+
+def _host_class_id(s, ref: str, host_class: str | None):
+    """The host class `latest`-style references look in: --host-class, else this host's."""
+    if ref.strip().isdigit():
+        return None
+    from sqlalchemy import select
+
+    from perfbench.store import hostinfo
+    from perfbench.store import models as m
+
+    key = host_class or hostinfo.host_facts().class_key
+    hc = s.scalar(select(m.HostClass).where(m.HostClass.key == key))
+    if hc is None and host_class:
+        known = [k for (k,) in s.execute(select(m.HostClass.key))]
+        raise UsageError(f"no host class {host_class!r} in this database; known: {known}")
+    return hc.id if hc else -1
+
+
+@cli.command("export")
+@click.argument("ref")
+@click.option("-o", "--output", metavar="FILE", required=True, help="The bundle file to write (JSON).")
+@click.option("--suite", help="Suite for `latest`-style references (default: any).")
+@click.option("--host-class", "host_class", metavar="KEY", help="Host class for `latest`-style references.")
+@click.option("--db", metavar="URL", help=DB_HELP)
+def export(ref, output, suite, host_class, db):
+    """Write run REF with its host, build, peaks and cases as a JSON bundle (e.g. a CI artifact)
+    that `perfbench import` reads into another database. REF as for `show`."""
+    from perfbench.store import bundle, repo
+    from perfbench.store.db import Store
+
+    store = Store(db)
+    with store.session() as s:
+        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=_host_class_id(s, ref, host_class))
+        data = bundle.export_run(s, rid)
+    with open(output, "w") as f:
+        json.dump(data, f, indent=1, allow_nan=False)
+        f.write("\n")
+    click.echo(f"wrote {output}: run {rid}, {len(data['cells'])} cells", err=True)
+    return 0
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--db", metavar="URL", help=DB_HELP)
+def import_cmd(file, db):
+    """Read a bundle written by `perfbench export` into this database, as a new run (one
+    transaction: all or nothing). Host, build and cases already here are reused; importing the
+    same run twice is refused."""
+    from perfbench.store import bundle
+    from perfbench.store.db import Store
+
+    try:
+        with open(file) as f:
+            data = json.load(f)
+    except OSError as e:
+        raise UsageError(f"{file}: cannot read: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"{file}: not JSON: {e}") from None
+    try:
+        bundle.check(data)
+    except UsageError as e:
+        raise UsageError(f"{file}: {e}") from None
+    store = Store(db)
+    try:
+        with store.session() as s:
+            rid = bundle.import_bundle(s, data)
+            n = len(data["cells"])
+    except UsageError as e:
+        raise UsageError(f"{file}: {e}") from None
+    click.echo(f"imported {file} as run {rid} ({n} cells) into {store.url}")
+    return 0
 
 
 @cli.command()

@@ -90,6 +90,8 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(16))  # running | complete | interrupted | failed
     partial: Mapped[bool] = mapped_column(Boolean, default=False)
     invalidated: Mapped[bool] = mapped_column(Boolean, default=False)
+    invalidated_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)  # `perfbench runs invalidate`
+    invalidated_why: Mapped[str | None] = mapped_column(Text, nullable=True)
     quick: Mapped[bool] = mapped_column(Boolean, default=False)
     filters: Mapped[list] = mapped_column(JSON, default=list)
     settings: Mapped[dict] = mapped_column(JSON, default=dict)

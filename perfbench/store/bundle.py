@@ -1,0 +1,261 @@
+"""Moving a run between databases: `perfbench export` writes one run, with its host class, host,
+build, the host's peaks and the cases it measured, as a versioned JSON bundle; `perfbench
+import` writes a bundle into another database (SQLite or PostgreSQL) in one transaction.
+
+Rows are written column by column from the models, without database ids (rows point at each
+other by their natural keys). JSON has no NaN or infinity: a non-finite value of a Float column
+is written as the string "inf", "-inf" or "nan" (as `show --format json` does), and one inside a
+JSON column as {"$float": "inf"}; both are read back to the same float.
+
+On import, host classes, hosts, builds and cases already in the database are reused by their
+natural keys (host class key; hostname + host class; build id; case id + timing hash) and left
+as they are; peak batches already there are skipped. A run already there (same suite, start
+time, host and build) is refused, naming its id.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from sqlalchemy import JSON, DateTime, Float, select
+from sqlalchemy.orm import Session
+
+from perfbench import SCHEMA_VERSION
+from perfbench.errors import UsageError
+from perfbench.store import models as m
+from perfbench.store import repo
+
+BUNDLE_VERSION = 1
+KEYS = ("perfbench_bundle", "schema_version", "run", "host_class", "host", "build", "peaks", "cases", "cells")
+
+# columns that are database ids or links by id: never exported, rebuilt on import
+_SKIP = {
+    m.HostClass: {"id"},
+    m.Host: {"id", "host_class_id"},
+    m.Build: {"id"},
+    m.Peak: {"id", "host_id", "build_id"},
+    m.Run: {"id", "host_id", "host_class_id", "build_id"},
+    m.Case: {"id"},
+    m.Cell: {"id", "run_id", "case_pk"},
+    m.Measurement: {"id", "cell_id"},
+}
+
+
+class BundleError(UsageError):
+    """A bundle that cannot be imported (exit status 2)."""
+
+
+def _enc_float(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def _dec_float(v, where):
+    if isinstance(v, str):
+        if v in ("inf", "-inf", "nan"):
+            return float(v)
+        raise BundleError(f"{where}: expected a number, got {v!r}")
+    if v is not None and not isinstance(v, (int, float)):
+        raise BundleError(f"{where}: expected a number, got {v!r}")
+    return v
+
+
+def _enc_json(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return {"$float": _enc_float(v)}
+    if isinstance(v, dict):
+        return {k: _enc_json(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_enc_json(x) for x in v]
+    return v
+
+
+def _dec_json(v):
+    if isinstance(v, dict):
+        if set(v) == {"$float"} and v["$float"] in ("inf", "-inf", "nan"):
+            return float(v["$float"])
+        return {k: _dec_json(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_dec_json(x) for x in v]
+    return v
+
+
+def _dump(obj) -> dict:
+    out = {}
+    for col in obj.__table__.columns:
+        if col.key in _SKIP[type(obj)]:
+            continue
+        v = getattr(obj, col.key)
+        if v is None:
+            out[col.key] = None
+        elif isinstance(col.type, DateTime):
+            out[col.key] = v.isoformat()
+        elif isinstance(col.type, Float):
+            out[col.key] = _enc_float(float(v))
+        elif isinstance(col.type, JSON):
+            out[col.key] = _enc_json(v)
+        else:
+            out[col.key] = v
+    return out
+
+
+def _load(model, data, where: str) -> dict:
+    """Column values for `model` from a bundle row (ids and links left out)."""
+    if not isinstance(data, dict):
+        raise BundleError(f"{where}: expected an object, got {type(data).__name__}")
+    out = {}
+    for col in model.__table__.columns:
+        if col.key in _SKIP[model]:
+            continue
+        if col.key not in data:
+            if col.nullable or col.default is not None:
+                continue  # left to the column's default
+            raise BundleError(f"{where}: missing key {col.key!r}")
+        v = data[col.key]
+        if v is None:
+            if not col.nullable:
+                raise BundleError(f"{where}: {col.key!r} must not be null")
+            out[col.key] = None
+        elif isinstance(col.type, DateTime):
+            try:
+                out[col.key] = datetime.fromisoformat(v)
+            except (TypeError, ValueError):
+                raise BundleError(f"{where}: {col.key!r} is not an ISO date and time: {v!r}") from None
+        elif isinstance(col.type, Float):
+            out[col.key] = _dec_float(v, f"{where}.{col.key}")
+        elif isinstance(col.type, JSON):
+            out[col.key] = _dec_json(v)
+        else:
+            out[col.key] = v
+    return out
+
+
+def export_run(s: Session, run_id: int) -> dict:
+    """The bundle of one stored run (plain JSON-safe data)."""
+    run = repo.load_run(s, run_id)
+    peaks = s.scalars(select(m.Peak).where(m.Peak.host_id == run.host_id).order_by(m.Peak.id)).all()
+    build_ids = {p.build_id for p in peaks} | {run.build_id}
+    builds = {b.id: b for b in s.scalars(select(m.Build).where(m.Build.id.in_(build_ids)))}
+    cases: dict[int, m.Case] = {}
+    cells = []
+    for c in sorted(run.cells, key=lambda c: c.id):
+        cases.setdefault(c.case_pk, c.case)
+        cells.append({**_dump(c), "case": [c.case.case_id, c.case.timing_hash],
+                      "measurements": [_dump(mm) for mm in sorted(c.measurements, key=lambda mm: mm.id)]})
+    return {
+        "perfbench_bundle": BUNDLE_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "exported_at": repo.now().isoformat(),
+        "source_run_id": run.id,
+        "run": _dump(run),
+        "host_class": _dump(run.host_class),
+        "host": _dump(run.host),
+        "build": _dump(run.build),
+        "builds": [_dump(b) for bid, b in sorted(builds.items()) if bid != run.build_id],
+        "peaks": [{**_dump(p), "build": builds[p.build_id].build_id} for p in peaks],
+        "cases": [_dump(c) for _, c in sorted(cases.items())],
+        "cells": cells,
+    }
+
+
+def check(bundle) -> None:
+    """Refuse what is not a bundle this perfbench can read."""
+    if not isinstance(bundle, dict) or "perfbench_bundle" not in bundle:
+        raise BundleError("not a perfbench bundle (no 'perfbench_bundle' key); write one with `perfbench export`")
+    if bundle["perfbench_bundle"] != BUNDLE_VERSION:
+        raise BundleError(f"bundle format version {bundle['perfbench_bundle']!r} is not supported "
+                          f"(this perfbench reads version {BUNDLE_VERSION})")
+    sv = bundle.get("schema_version")
+    if not isinstance(sv, int) or isinstance(sv, bool):
+        raise BundleError(f"missing or bad key 'schema_version': {sv!r}")
+    if sv > SCHEMA_VERSION:
+        raise BundleError(f"bundle schema version {sv} is newer than this perfbench's ({SCHEMA_VERSION}); "
+                          "upgrade perfbench to import it")
+    missing = [k for k in KEYS if k not in bundle]
+    if missing:
+        raise BundleError(f"missing key(s): {', '.join(missing)}")
+    for k in ("peaks", "cases", "cells"):
+        if not isinstance(bundle[k], list):
+            raise BundleError(f"key {k!r} must be a list")
+
+
+def _ensure_build(s: Session, row: dict, where: str) -> m.Build:
+    vals = _load(m.Build, row, where)
+    b = s.scalar(select(m.Build).where(m.Build.build_id == vals.get("build_id")))
+    if b is None:
+        b = m.Build(**vals)
+        s.add(b)
+        s.flush()
+    return b
+
+
+def import_bundle(s: Session, bundle: dict) -> int:
+    """Write a bundle into the database of session `s`; the new run's id. The caller commits
+    (or rolls back on any error: nothing is written partially)."""
+    check(bundle)
+    hc_vals = _load(m.HostClass, bundle["host_class"], "host_class")
+    hc = s.scalar(select(m.HostClass).where(m.HostClass.key == hc_vals["key"]))
+    if hc is None:
+        hc = m.HostClass(**hc_vals)
+        s.add(hc)
+        s.flush()
+    host_vals = _load(m.Host, bundle["host"], "host")
+    host = s.scalar(select(m.Host).where(m.Host.hostname == host_vals.get("hostname"), m.Host.host_class_id == hc.id))
+    if host is None:
+        host = m.Host(host_class_id=hc.id, **host_vals)
+        s.add(host)
+        s.flush()
+    build = _ensure_build(s, bundle["build"], "build")
+    builds = {build.build_id: build}
+    for i, row in enumerate(bundle.get("builds") or []):
+        b = _ensure_build(s, row, f"builds[{i}]")
+        builds[b.build_id] = b
+
+    run_vals = _load(m.Run, bundle["run"], "run")
+    dup = s.scalar(select(m.Run).where(m.Run.suite == run_vals["suite"], m.Run.started_at == run_vals["started_at"],
+                                       m.Run.host_id == host.id, m.Run.build_id == build.id))
+    if dup is not None:
+        raise BundleError(f"this run is already in the database as run {dup.id} (same suite, start time, host "
+                          "and build); nothing imported")
+
+    seen_batches: dict[str, bool] = {}
+    for i, row in enumerate(bundle["peaks"]):
+        vals = _load(m.Peak, row, f"peaks[{i}]")
+        batch = vals.get("batch")
+        if batch not in seen_batches:
+            seen_batches[batch] = s.scalar(select(m.Peak.id).where(m.Peak.host_id == host.id, m.Peak.batch == batch)
+                                           .limit(1)) is not None
+        if seen_batches[batch]:
+            continue
+        pb = builds.get(row.get("build"))
+        if pb is None:
+            raise BundleError(f"peaks[{i}]: build {row.get('build')!r} is not in the bundle")
+        s.add(m.Peak(host_id=host.id, build_id=pb.id, **vals))
+
+    cases = {}
+    for i, row in enumerate(bundle["cases"]):
+        vals = _load(m.Case, row, f"cases[{i}]")
+        c = repo.ensure_case(s, vals["case_id"], vals["op"], vals["params"], vals["timing_hash"])
+        cases[(c.case_id, c.timing_hash)] = c
+
+    run = m.Run(host_id=host.id, host_class_id=hc.id, build_id=build.id, **run_vals)
+    s.add(run)
+    s.flush()
+    for i, row in enumerate(bundle["cells"]):
+        where = f"cells[{i}]"
+        vals = _load(m.Cell, row, where)
+        key = row.get("case")
+        case = cases.get(tuple(key)) if isinstance(key, list) and len(key) == 2 else None
+        if case is None:
+            raise BundleError(f"{where}: case {key!r} is not among the bundle's cases")
+        cell = m.Cell(run_id=run.id, case_pk=case.id, **vals)
+        ms = row.get("measurements")
+        if not isinstance(ms, list):
+            raise BundleError(f"{where}: missing key 'measurements'")
+        cell.measurements = [m.Measurement(**_load(m.Measurement, mr, f"{where}.measurements[{j}]"))
+                             for j, mr in enumerate(ms)]
+        s.add(cell)
+    s.flush()
+    return run.id
