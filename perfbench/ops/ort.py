@@ -146,6 +146,43 @@ def count_node_runs(model: bytes, threads: int, inputs: dict, outputs: dict, spe
     return node_runs(model, threads, inputs, outputs, spec, copies).get(spec.op_type, 0)
 
 
+def dtype_candidates(op, dt: dtypes.DType) -> list:
+    """The dtypes ORT is tried in for a cell: its own, then the op's declared substitute
+    (CONTRACTS §2)."""
+    return [dt] + ([dtypes.get(op.ort_substitute[dt.name])] if dt.name in op.ort_substitute else [])
+
+
+def first_session(op, graph: GraphSpec, dt: dtypes.DType, threads: int, spin: str):
+    """(ORT dtype, session) for the first candidate dtype ORT has a kernel for, (None, None) if
+    none has; any other load error raises."""
+    for cdt in dtype_candidates(op, dt):
+        try:
+            return cdt, make_session(build_model(graph, cdt), threads, spin)
+        except Exception as e:  # noqa: BLE001 - a missing kernel means: try the next dtype
+            if not is_missing_kernel(e):
+                raise
+    return None, None
+
+
+def run_case(op, case, inputs: dict, dt: dtypes.DType, threads: int = 1, spin: str = "off",
+             fill: float | None = None):
+    """ORT once on a case, bound as the harness binds it (its own copy of aliased inputs: a shared
+    KV cache is that copy); `fill` pre-fills the outputs that are not inputs. Returns (ORT dtype,
+    ORT's inputs, outputs), or None if ORT has no kernel in any candidate dtype."""
+    graph = op.graph(case)
+    cdt, sess = first_session(op, graph, dt, threads, spin)
+    if sess is None:
+        return None
+    theirs = op.private_inputs(case, to_ort_dtype(inputs, cdt))
+    out = op.new_outputs(case, cdt.numpy, theirs)
+    if fill is not None:
+        for a in out.values():
+            if not any(a is v for v in theirs.values()):
+                a[...] = fill
+    Bound(sess, graph, 1, theirs, out).run()
+    return cdt, theirs, out
+
+
 def to_ort_dtype(arrays: dict, dtype: dtypes.DType) -> dict:
     """Float arrays converted (exactly, when widening) to the ORT dtype; integers untouched."""
     floats = {d.numpy for d in dtypes.ALL}

@@ -33,22 +33,6 @@ class Verdict:
         return self.rejected if self.subject != "ours" else not self.rejected
 
 
-def _ort_outputs(op, case, graph, dt, inputs):
-    for cand in [dt.name] + ([op.ort_substitute[dt.name]] if dt.name in op.ort_substitute else []):
-        cdt = dtypes.get(cand)
-        try:
-            sess = ortlib.make_session(ortlib.build_model(graph, cdt), 1, "off")
-        except Exception as e:  # noqa: BLE001 - a missing kernel means: try the substitute
-            if ortlib.is_missing_kernel(e):
-                continue
-            raise
-        theirs = op.private_inputs(case, ortlib.to_ort_dtype(inputs, cdt))
-        out = op.new_outputs(case, cdt.numpy, theirs)
-        ortlib.Bound(sess, graph, 1, theirs, out).run()
-        return out
-    return None
-
-
 def judge(lib, op, case, dtype: str, seed: int) -> list[Verdict]:
     """Our kernel and every applicable mutant of `op` on one (case, dtype), through the gate."""
     dt = dtypes.get(dtype)
@@ -57,7 +41,8 @@ def judge(lib, op, case, dtype: str, seed: int) -> list[Verdict]:
     oracle = op.oracle(case, x64)
     rows = op.row_sizes(case)
     floor = op.floor(dt.name)
-    ort_out = _ort_outputs(op, case, op.graph(case), dt, inputs)
+    ran = ortlib.run_case(op, case, inputs, dt)
+    ort_out = ran[2] if ran else None
     res = []
     mine = op.private_inputs(case, inputs)
     ours = op.new_outputs(case, dt.numpy, mine)

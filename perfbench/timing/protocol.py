@@ -276,16 +276,14 @@ class Harness:
             out.ort_status = "no-kernel"
             out.ort_message = f"perfbench runs ORT on {', '.join(ORT_PROVIDERS)} only so far (device {spec.device})"
             return None
-        for cand in [dt.name] + ([op.ort_substitute[dt.name]] if dt.name in op.ort_substitute else []):
-            cdt = dtypes.get(cand)
-            try:
-                ortlib.make_session(ortlib.build_model(graph, cdt), spec.threads, spec.spin)
-                out.ort_dtype = cdt.name
-                return cdt
-            except Exception as e:  # noqa: BLE001
-                if not ortlib.is_missing_kernel(e):
-                    out.ort_status, out.ort_message = "error", f"ORT cannot load the graph: {e}"
-                    return None
+        try:
+            cdt, _ = ortlib.first_session(op, graph, dt, spec.threads, spec.spin)
+        except Exception as e:  # noqa: BLE001
+            out.ort_status, out.ort_message = "error", f"ORT cannot load the graph: {e}"
+            return None
+        if cdt is not None:
+            out.ort_dtype = cdt.name
+            return cdt
         out.ort_status = "no-kernel"
         out.ort_message = f"ORT has no CPU kernel for {op.name} in {dt.name}" + (
             f" nor in the substitute {op.ort_substitute[dt.name]}" if dt.name in op.ort_substitute else "")

@@ -109,22 +109,10 @@ class Cell:
     def _run_ort(self):
         """As the Harness does: the cell's dtype, else the op's declared substitute; ORT gets its
         own copy of any aliased input (shared KV: present is that copy)."""
-        graph = self.op.graph(self.case)
-        candidates = [self.dt.name] + ([self.op.ort_substitute[self.dt.name]]
-                                       if self.dt.name in self.op.ort_substitute else [])
-        for cand in candidates:
-            cdt = dtypes.get(cand)
-            try:
-                sess = ortlib.make_session(ortlib.build_model(graph, cdt), ORT_THREADS, "off")
-            except Exception as e:  # noqa: BLE001
-                if ortlib.is_missing_kernel(e):
-                    continue
-                raise
-            ort_in = self.op.private_inputs(self.case, ortlib.to_ort_dtype(self.inputs, cdt))
-            out = self.op.new_outputs(self.case, cdt.numpy, ort_in)
-            ortlib.Bound(sess, graph, 1, ort_in, out).run()
-            return cdt, ort_in, out
-        pytest.fail(f"ORT runs {self.op.name} in none of {candidates}")
+        ran = ortlib.run_case(self.op, self.case, self.inputs, self.dt, ORT_THREADS)
+        if ran is None:
+            pytest.fail(f"ORT runs {self.op.name} in none of {[d.name for d in ortlib.dtype_candidates(self.op, self.dt)]}")
+        return ran
 
     def ours(self, threads: int = 1) -> dict:
         """Our kernel on its own copy of aliased inputs (the cell's inputs stay untouched)."""
