@@ -18,10 +18,13 @@ def rope_tables(max_pos: int, half: int, rotary_dim: int) -> tuple[np.ndarray, n
 
 def rope64(x: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray, *, interleaved: bool,
            swap_halves: bool = False) -> np.ndarray:
-    """Rotate rows x (..., S, H) at positions pos (S,) with caches (max_pos, half): the first
-    2*half elements rotate, the rest pass through (partial rotary)."""
+    """Rotate rows x (..., S, H) at positions pos -- (S,) for every leading index, or (B, S) for
+    x (B, N, S, H) -- with caches (max_pos, half): the first 2*half elements rotate, the rest
+    pass through (partial rotary)."""
     half = cos.shape[1]
-    c, s = cos[pos], sin[pos]  # (S, half), broadcast over leading axes
+    c, s = cos[pos], sin[pos]  # (S, half) or (B, S, half)
+    if pos.ndim == 2:  # per batch row: broadcast over the heads axis
+        c, s = c[:, None], s[:, None]
     out = x.copy()
     r = x[..., : 2 * half]
     if interleaved:

@@ -8,9 +8,8 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.kernels_ffi import wrappers
+from perfbench.ops import _attention as att
 from perfbench.ops.base import Case, GraphSpec, Mutant, Op, Param, register
-
-THETA = 10000.0
 
 
 def _in_shape(case: Case) -> tuple:
@@ -40,21 +39,7 @@ def rotary64(case: Case, x, pos, cos, sin, *, interleaved: bool, swap_halves: bo
     (only used by the 'tails ignored' mutant)."""
     xb = _to_bnsh(x, case)  # (B, N, S, H)
     h = xb.shape[-1]
-    c = cos[pos][:, None, :, :]  # (B, 1, S, H/2)
-    s = sin[pos][:, None, :, :]
-    if interleaved:
-        x1, x2 = xb[..., 0::2], xb[..., 1::2]
-    else:
-        x1, x2 = xb[..., : h // 2], xb[..., h // 2:]
-    if swap_halves:
-        x1, x2 = x2, x1
-    o1 = x1 * c - x2 * s
-    o2 = x2 * c + x1 * s
-    out = np.empty_like(xb)
-    if interleaved:
-        out[..., 0::2], out[..., 1::2] = o1, o2
-    else:
-        out[..., : h // 2], out[..., h // 2:] = o1, o2
+    out = att.rope64(xb, pos, cos, sin, interleaved=interleaved, swap_halves=swap_halves)
     if rotate_dims is not None and rotate_dims < h:
         out[..., rotate_dims:] = xb[..., rotate_dims:]
     return _from_bnsh(out, case)
@@ -167,13 +152,12 @@ class RotaryEmbedding(Op):
         xb = _to_bnsh(x, case)
         xb[:, -1, -1, 0] += 8.0
         xb[:, 0, -1, -1] -= 8.0
-        inv_freq = THETA ** (-np.arange(0, h, 2) / h)
-        ang = np.arange(mp)[:, None] * inv_freq[None, :]
+        cos, sin = att.rope_tables(mp, h // 2, h)
         return {
             "input": np.ascontiguousarray(x.astype(dtype.numpy)),
             "position_ids": self._positions(case),
-            "cos_cache": np.ascontiguousarray(np.cos(ang).astype(dtype.numpy)),
-            "sin_cache": np.ascontiguousarray(np.sin(ang).astype(dtype.numpy)),
+            "cos_cache": np.ascontiguousarray(cos.astype(dtype.numpy)),
+            "sin_cache": np.ascontiguousarray(sin.astype(dtype.numpy)),
         }
 
     def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int, device: str = "cpu"):
