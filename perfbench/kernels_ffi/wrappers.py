@@ -249,8 +249,6 @@ def group_query_attention(lib: Library, query: np.ndarray, key: np.ndarray, valu
         if not 1 <= tot <= min(cap, total_sequence_length):
             raise UsageError(f"{k}: seqlens_k[{i}]={v}: need 0 <= seqlens_k < min(total_sequence_length="
                              f"{total_sequence_length}, present capacity {cap})")
-        if first and tot > s:
-            raise UsageError(f"{k}: first prompt (seq == total_sequence_length == {s}) but seqlens_k[{i}]={v}")
         if not first and not (s <= tot and tot - s <= past_cap):
             raise UsageError(f"{k}: seqlens_k[{i}]={v}: {tot} tokens need seq={s} <= tokens and "
                              f"tokens - seq <= past capacity {past_cap}")

@@ -161,6 +161,22 @@ static int run_append(const pb_kv_append *a, int32_t max_threads, int64_t rows, 
     return PB_OK;
 }
 
+/* Decode form with a copied cache: the attention pass copies each past row into present as it
+ * reads it (the past is read once, not copied and then re-read), so the append step copies
+ * nothing. The prefill form keeps the copy in the append step (many blocks read each row). */
+static void copy_while_reading(pb_attn_plan *p, pb_kv_append *ap, int64_t rows_per_item) {
+    if (!ap->copy_past || !pb_att_decode_form(p->S, rows_per_item * p->G)) return;
+    ap->copy_past = 0;
+    p->k_past = ap->past_k;
+    p->v_past = ap->past_v;
+    p->k_copy = ap->pres_k;
+    p->v_copy = ap->pres_v;
+    p->past_sb = ap->Nkv * ap->past_cap * ap->H;
+    p->past_sg = ap->past_cap * ap->H;
+    p->past_st = ap->H;
+    p->past_len = ap->past_len;
+}
+
 static float default_scale(float scale, int64_t head_size) {
     return scale == 0.0f ? (float)(1.0 / sqrt((double)head_size)) : scale;
 }
@@ -257,11 +273,7 @@ int pb_group_query_attention(const void *args) {
                            "capacity %lld)",
                            k, (long long)b, (int)a->seqlens_k[b], (int)a->total_sequence_length,
                            (long long)a->present_capacity);
-        if (first && total > S)
-            return pb_fail(PB_ERR_INVALID_ARGUMENT,
-                           "%s: first prompt (seq == total_sequence_length = %lld) but seqlens_k[%lld]=%d says %lld "
-                           "tokens",
-                           k, (long long)S, (long long)b, (int)a->seqlens_k[b], (long long)total);
+        /* a first prompt's total <= total_sequence_length == seq: right padding at most */
         if (!first && (total < S || total - S > a->past_capacity))
             return pb_fail(PB_ERR_INVALID_ARGUMENT,
                            "%s: seqlens_k[%lld]=%d gives %lld tokens; need seq=%lld <= tokens and tokens - seq <= "
@@ -309,18 +321,7 @@ int pb_group_query_attention(const void *args) {
         .pres_v = a->present_value, .pres_cap = a->present_capacity, .past_len = past_len, .pos = pos,
         .copy_past = !shared && !first && a->past_capacity > 0, .zero_rest = !shared, .rope = p.rope,
     };
-    if (ap.copy_past && pb_att_decode_form(S, sch.rows_per_item * p.G)) {
-        /* decode form: the attention pass copies each past row as it reads it */
-        ap.copy_past = 0;
-        p.k_past = a->past_key;
-        p.v_past = a->past_value;
-        p.k_copy = a->present_key;
-        p.v_copy = a->present_value;
-        p.past_sb = Nkv * a->past_capacity * a->head_size;
-        p.past_sg = a->past_capacity * a->head_size;
-        p.past_st = a->head_size;
-        p.past_len = past_len;
-    }
+    copy_while_reading(&p, &ap, sch.rows_per_item);
     /* copy mode: ORT's present holds zeros past the new rows; so does ours */
     int64_t moved = 0;
     for (int64_t b = 0; b < B; b++) moved += (shared ? S : ap.copy_past ? a->present_capacity : a->present_capacity - past_len[b]) * Nkv * 2;
@@ -409,18 +410,7 @@ int pb_multi_head_attention(const void *args) {
             .past_k = a->past_key, .past_v = a->past_value, .past_cap = a->past_seq, .pres_k = a->present_key,
             .pres_v = a->present_value, .pres_cap = total, .past_len = pl, .copy_past = a->past_seq > 0,
         };
-        if (ap.copy_past && pb_att_decode_form(S, sch.rows_per_item)) {
-            /* decode form: the attention pass copies each past row as it reads it */
-            ap.copy_past = 0;
-            p.k_past = a->past_key;
-            p.v_past = a->past_value;
-            p.k_copy = a->present_key;
-            p.v_copy = a->present_value;
-            p.past_sb = N * a->past_seq * H;
-            p.past_sg = a->past_seq * H;
-            p.past_st = H;
-            p.past_len = pl;
-        }
+        copy_while_reading(&p, &ap, sch.rows_per_item);
         CHECK(run_append(&ap, a->exec.num_threads, B * N * (ap.copy_past ? total : a->kv_seq) * 2, k));
         p.k = a->present_key;
         p.v = a->present_value;
