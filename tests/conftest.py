@@ -34,15 +34,21 @@ def db_url(tmp_path):
     return f"sqlite:///{tmp_path / 'results.db'}"
 
 
-@pytest.fixture()
-def cli_env(tmp_path):
-    """Environment for `perfbench` subprocesses: test ops importable, private DB and lock."""
+def cli_environ(folder: Path) -> dict:
+    """Environment for `perfbench` subprocesses: test ops importable, a private database
+    (folder/results.db) and host lock, the ISA path chosen automatically."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PERFBENCH_EXTRA_OPS"] = "tests.fixtures.ops_for_tests"
-    env["PERFBENCH_DB"] = f"sqlite:///{tmp_path / 'results.db'}"
+    env["PERFBENCH_DB"] = f"sqlite:///{folder / 'results.db'}"
+    env["PERFBENCH_LOCK"] = str(folder / "lock")
     env.pop("PERFBENCH_ISA", None)
     return env
+
+
+@pytest.fixture()
+def cli_env(tmp_path):
+    return cli_environ(tmp_path)
 
 
 def perfbench_cmd() -> list[str]:

@@ -4,7 +4,6 @@ SQLite file. One database per module, so this host's peaks are measured once."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, perfbench_cmd
+from tests.conftest import ROOT, cli_environ, perfbench_cmd
 
 TINY = str(ROOT / "tests" / "fixtures" / "tiny.toml")
 FAILING = str(ROOT / "tests" / "fixtures" / "failing.toml")
@@ -23,12 +22,7 @@ FAILING = str(ROOT / "tests" / "fixtures" / "failing.toml")
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     d = tmp_path_factory.mktemp("cli")
-    e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join([str(ROOT), e.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    e["PERFBENCH_EXTRA_OPS"] = "tests.fixtures.ops_for_tests"
-    e["PERFBENCH_DB"] = f"sqlite:///{d / 'results.db'}"
-    e["PERFBENCH_LOCK"] = str(d / "lock")
-    e.pop("PERFBENCH_ISA", None)
+    e = cli_environ(d)
     e["_DB_PATH"] = str(d / "results.db")
     return e
 

@@ -30,7 +30,7 @@ from perfbench.ops import ort as ortlib
 from perfbench.ops.base import to_f64
 from perfbench.ops.group_query_attention import lengths
 from perfbench.timing.protocol import CellSpec, Harness
-from tests.conftest import ROOT
+from tests.conftest import ROOT, isas_to_test
 
 GQA, MHA = "GroupQueryAttention", "MultiHeadAttention"
 SEED = 20261207
@@ -39,7 +39,7 @@ UNSUPPORTED = 2  # PB_ERR_UNSUPPORTED
 SENTINEL = 7.0  # what output buffers hold before a call: rows a kernel must write never keep it
 
 # which ISA paths to test is a property of this machine: ask the library at collection
-SUPPORTED = [i for i in load().isa_supported if i]
+SUPPORTED = isas_to_test(load())
 
 GQA_CASES = {
     "decode-B1": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20},
@@ -124,22 +124,9 @@ def run_ours(lib, op, case, inputs: dict, dt, threads: int = 1) -> tuple[dict, d
     return mine, out
 
 
-def ort_dtype(op, dt):
-    return dtypes.get(op.ort_substitute.get(dt.name, dt.name)) if dt.name == "bf16" else dt
-
-
 def run_ort(op, case, inputs: dict, dt) -> tuple:
-    """ORT in the cell's dtype (bf16: the op's substitute), bound as the Harness binds it."""
-    cdt = ort_dtype(op, dt)
-    graph = op.graph(case)
-    sess = ortlib.make_session(ortlib.build_model(graph, cdt), 1, "off")
-    ort_in = op.private_inputs(case, ortlib.to_ort_dtype(inputs, cdt))
-    out = op.new_outputs(case, cdt.numpy, ort_in)
-    for a in out.values():
-        if not any(a is v for v in ort_in.values()):
-            a[...] = SENTINEL
-    ortlib.Bound(sess, graph, 1, ort_in, out).run()
-    return cdt, ort_in, out
+    """ORT in the cell's dtype (else the op's substitute), bound as the Harness binds it."""
+    return ortlib.run_case(op, case, inputs, dt, fill=SENTINEL)
 
 
 def _same_bits(a, b) -> bool:
@@ -275,9 +262,27 @@ def test_ort_agrees_and_ours_passes(lib, op_name, label, dtype, isa, threads):
     assert g.ours_ok, f"{cell.case.case_id} {dtype} {isa} threads={threads}: {g.describe()}"
 
 
+def _cpu_flags() -> set:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((set(ln.split(":", 1)[1].split()) for ln in f if ln.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
 def test_every_isa_path_this_cpu_runs_is_tested(lib):
+    """The paths the gate tests run on are every path this CPU can run, judged independently of
+    the library (its own detection could miss one): the portable ones always, AVX2 and AVX-512
+    when /proc/cpuinfo lists what they need and the library compiled them in."""
     assert "portable" in SUPPORTED and "portable16" in SUPPORTED
-    assert set(SUPPORTED) == {i for i in lib.isa_supported if i}
+    flags = _cpu_flags()
+    if not flags:
+        pytest.skip("no /proc/cpuinfo flags to check against")
+    needs = {"avx2": {"avx2", "fma", "f16c"},
+             "avx512": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "fma", "f16c"}}
+    for isa, want in needs.items():
+        if isa in lib.isa_compiled and want <= flags:
+            assert isa in SUPPORTED, f"this CPU has {sorted(want)} but the {isa} path is not tested"
 
 
 # ---- attribute values C does not implement ------------------------------------------------------

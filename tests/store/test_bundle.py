@@ -5,14 +5,13 @@ stored run per module (a quick run of tests/fixtures/tiny.toml)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
 
 import pytest
 
-from tests.conftest import ROOT, perfbench_cmd
+from tests.conftest import ROOT, cli_environ, perfbench_cmd
 
 TINY = str(ROOT / "tests" / "fixtures" / "tiny.toml")
 TABLES = ("host_classes", "hosts", "builds", "peaks", "runs", "cases", "cells", "measurements")
@@ -44,11 +43,7 @@ def counts(path) -> dict:
 def src(tmp_path_factory):
     """A SQLite database with one stored quick run, some of its values made non-finite."""
     d = tmp_path_factory.mktemp("bundle")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["PERFBENCH_EXTRA_OPS"] = "tests.fixtures.ops_for_tests"
-    env["PERFBENCH_LOCK"] = str(d / "lock")
-    env.pop("PERFBENCH_ISA", None)
+    env = cli_environ(d)
     path = d / "source.db"
     env["PERFBENCH_DB"] = f"sqlite:///{path}"
     r = pb(env, "run", "--suite", TINY, "--quick")
