@@ -621,8 +621,9 @@ static int PB_UK(PB_DT, att_decode)(const pb_attn_plan *p, int64_t b, int64_t g,
             PB_ISA_FN(att_scores_dot)(qf, R, Hp, kt, Hp, nk, sc);
         }
         PB_UK(PB_DT, att_tile_softmax)(p, b, s0, R, tt, nk, tk, sc, m, l, o);
-        /* values through an L1 tile: the PV loop walks it h-chunk by h-chunk, and rows read in
-         * place straight from L3/DRAM measured 2-3x slower */
+        /* values through an L1 tile: the PV loop walks it h-chunk by h-chunk; rows read in place
+         * straight from L3/DRAM were slower (GQA decode 32/8 x 128, past 1024, f32, 1 thread:
+         * 1.15 ms in place vs 0.79 ms through the tile, a noisy A/B) */
         for (int64_t c = 0; c < nk; c++) PB_UK(PB_DT, att_load_row)(PB_VROW(tt + c), vt + c * Hp, H, Hp);
         PB_ISA_FN(att_pv)(sc, R, nk, vt, Hp, Hp, ot);
         PB_ISA_FN(att_add_tile)(o, ot, R * Hp);
