@@ -213,6 +213,19 @@ def record_cell(store: Store, run_id: int, cell, outcome, derived: dict, op, see
         s.add(row)
 
 
+def new_run(suite, settings: dict, partial: bool, quick: bool, flts: list, host_id: int, hc_id: int, build_pk: int,
+            versions: dict, git: dict, facts, runner_label: str | None, tuning: list, cells_planned: int,
+            origin: str = "run") -> m.Run:
+    """A Run row in state `running` (the caller adds it to a session)."""
+    return m.Run(suite=suite.name, suite_hash=suite.text_hash, status="running", partial=partial, quick=quick,
+                 filters=[f.text for f in flts], settings=settings, host_id=host_id, host_class_id=hc_id,
+                 build_id=build_pk, ort_version=versions["onnxruntime"], protocol_version=PROTOCOL_VERSION,
+                 schema_version=SCHEMA_VERSION, versions=versions, git_sha=git["sha"], branch=git["branch"],
+                 dirty=git["dirty"], hostname=facts.hostname, runner_label=runner_label,
+                 load_avg=hostinfo.load_average(), tuning=tuning, cells_planned=cells_planned, origin=origin,
+                 started_at=repo.now())
+
+
 RESUME_CONFLICTS = ("filters", "quick", "threads", "dtypes", "cache", "spin", "replicates")
 
 
@@ -300,13 +313,8 @@ def run(opts: RunOptions, ui=None) -> int:
                 r = s.get(m.Run, opts.resume)
                 r.status, r.finished_at = "running", None
             else:
-                r = m.Run(suite=suite.name, suite_hash=suite.text_hash, status="running", partial=partial,
-                          quick=opts.quick, filters=[f.text for f in flts], settings=settings, host_id=host_id,
-                          host_class_id=hc_id, build_id=build_pk, ort_version=versions["onnxruntime"],
-                          protocol_version=PROTOCOL_VERSION, schema_version=SCHEMA_VERSION,
-                          versions=versions, git_sha=git["sha"], branch=git["branch"], dirty=git["dirty"],
-                          hostname=facts.hostname, runner_label=opts.runner_label, load_avg=hostinfo.load_average(),
-                          tuning=tuning, cells_planned=len(cells), started_at=repo.now())
+                r = new_run(suite, settings, partial, opts.quick, flts, host_id, hc_id, build_pk, versions, git,
+                            facts, opts.runner_label, tuning, len(cells))
                 s.add(r)
             s.flush()
             run_id = r.id

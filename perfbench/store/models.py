@@ -93,6 +93,9 @@ class Run(Base):
     invalidated_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)  # `perfbench runs invalidate`
     invalidated_why: Mapped[str | None] = mapped_column(Text, nullable=True)
     quick: Mapped[bool] = mapped_column(Boolean, default=False)
+    # "run" (perfbench run), "ab-base"/"ab-head" (one side of perfbench ab), "calibrate": only
+    # "run" runs are history (`latest`, ticket ranges); the others are found by ID or comparison
+    origin: Mapped[str] = mapped_column(String(16), default="run", server_default="run")
     filters: Mapped[list] = mapped_column(JSON, default=list)
     settings: Mapped[dict] = mapped_column(JSON, default=dict)
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
@@ -212,3 +215,89 @@ class Measurement(Base):
     throughput_unit: Mapped[str | None] = mapped_column(String(16), nullable=True)
     peak_share: Mapped[float | None] = mapped_column(Float, nullable=True)
     cell: Mapped[Cell] = relationship(back_populates="measurements")
+
+
+class Calibration(Base):
+    """One `perfbench calibrate`: the same build measured against itself (A/A, interleaved as
+    `perfbench ab`) in several rounds; per cell key, the between-run spreads found."""
+
+    __tablename__ = "calibrations"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    host_class_id: Mapped[int] = mapped_column(ForeignKey("host_classes.id"), index=True)
+    suite: Mapped[str] = mapped_column(String(255))
+    filters: Mapped[list] = mapped_column(JSON, default=list)
+    rounds: Mapped[int] = mapped_column(Integer)
+    build_id: Mapped[str] = mapped_column(String(64))
+    hostname: Mapped[str] = mapped_column(String(255))
+    ort_version: Mapped[str] = mapped_column(String(32))
+    protocol_version: Mapped[int] = mapped_column(Integer)
+    method: Mapped[str] = mapped_column(Text, default="")
+    pooled: Mapped[dict] = mapped_column(JSON, default=dict)  # pooled spread per statistic
+    status: Mapped[str] = mapped_column(String(16), default="complete")
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    host_class: Mapped[HostClass] = relationship()
+    cells: Mapped[list[CalibrationCell]] = relationship(back_populates="calibration", cascade="all, delete-orphan")
+
+
+class CalibrationCell(Base):
+    """sigma_b per cell key (log scale): ab = head/base in one interleaved sitting; ours, ort and
+    ratio = a run's mean log time of ours, of ORT, and its mean log ours/ORT ratio."""
+
+    __tablename__ = "calibration_cells"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    calibration_id: Mapped[int] = mapped_column(ForeignKey("calibrations.id", ondelete="CASCADE"), index=True)
+    case_id: Mapped[str] = mapped_column(String(512), index=True)
+    timing_hash: Mapped[str] = mapped_column(String(32))
+    dtype: Mapped[str] = mapped_column(String(8))
+    threads: Mapped[int] = mapped_column(Integer)
+    device: Mapped[str] = mapped_column(String(16))
+    cache: Mapped[str] = mapped_column(String(8))
+    spin: Mapped[str] = mapped_column(String(8))
+    rounds: Mapped[int] = mapped_column(Integer)
+    sigma_ab: Mapped[float] = mapped_column(Float)
+    sigma_ours: Mapped[float] = mapped_column(Float)
+    sigma_ort: Mapped[float] = mapped_column(Float)
+    sigma_ratio: Mapped[float] = mapped_column(Float)
+    raw: Mapped[dict] = mapped_column(JSON, default=dict)  # unshrunk estimates and per-round means
+    calibration: Mapped[Calibration] = relationship(back_populates="cells")
+
+
+class Comparison(Base):
+    """A base-vs-head comparison (`perfbench ab` or `perfbench compare`) with its verdicts."""
+
+    __tablename__ = "comparisons"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # ab | compare
+    base_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
+    head_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
+    host_class_id: Mapped[int | None] = mapped_column(ForeignKey("host_classes.id"), nullable=True)
+    base_ref: Mapped[str] = mapped_column(String(255))
+    head_ref: Mapped[str] = mapped_column(String(255))
+    summary: Mapped[dict] = mapped_column(JSON, default=dict)
+    exit_code: Mapped[int] = mapped_column(Integer, default=0)
+    document: Mapped[dict] = mapped_column(JSON, default=dict)  # the whole comparison document
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    rows: Mapped[list[ComparisonRow]] = relationship(back_populates="comparison", cascade="all, delete-orphan")
+
+
+class ComparisonRow(Base):
+    """One cell's verdict in a comparison (queryable by tickets and the dashboard)."""
+
+    __tablename__ = "comparison_rows"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    comparison_id: Mapped[int] = mapped_column(ForeignKey("comparisons.id", ondelete="CASCADE"), index=True)
+    case_id: Mapped[str] = mapped_column(String(512), index=True)
+    op: Mapped[str] = mapped_column(String(128))
+    dtype: Mapped[str] = mapped_column(String(8))
+    threads: Mapped[int] = mapped_column(Integer)
+    device: Mapped[str] = mapped_column(String(16))
+    cache: Mapped[str] = mapped_column(String(8))
+    spin: Mapped[str] = mapped_column(String(8))
+    verdict: Mapped[str] = mapped_column(String(24))
+    abs_verdict: Mapped[str | None] = mapped_column(String(24), nullable=True)
+    ratio_verdict: Mapped[str | None] = mapped_column(String(24), nullable=True)
+    abs_change: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ratio_change: Mapped[float | None] = mapped_column(Float, nullable=True)
+    sigma_b: Mapped[float | None] = mapped_column(Float, nullable=True)
+    why: Mapped[str] = mapped_column(Text, default="")
+    comparison: Mapped[Comparison] = relationship(back_populates="rows")

@@ -91,7 +91,8 @@ def load_run(s: Session, run_id: int) -> m.Run:
 
 
 def _latest_query(suite: str | None, host_class_id: int | None):
-    q = select(m.Run).where(m.Run.status == "complete", m.Run.partial.is_(False), m.Run.invalidated.is_(False))
+    q = select(m.Run).where(m.Run.status == "complete", m.Run.partial.is_(False), m.Run.invalidated.is_(False),
+                            m.Run.origin == "run")
     if suite:
         q = q.where(m.Run.suite == suite)
     if host_class_id is not None:
