@@ -115,10 +115,11 @@ class Harness:
         self._evict: dict = {}
 
     # ---- floors ----
-    def ours_warm_floor(self, threads: int) -> float:
-        key = ("ours-warm", threads)
+    def ours_warm_floor(self, threads: int, lib=None) -> float:
+        lib = lib or self.lib
+        key = ("ours-warm", threads, lib.info.path)
         if key not in self._floors:
-            call = wrappers.noop(self.lib, threads)
+            call = wrappers.noop(lib, threads)
             iters = 200_000
             self._floors[key] = min(call.time_warm(iters) for _ in range(3)) / iters
         return self._floors[key]
@@ -130,10 +131,11 @@ class Harness:
             self._evict[key] = EvictBuffer(self.lib, spec.evict_bytes, spec.evict_threads)
         return self._evict[key]
 
-    def ours_cold_floor(self, spec: CellSpec) -> float:
-        key = ("ours-cold", spec.threads, spec.evict_bytes)
+    def ours_cold_floor(self, spec: CellSpec, lib=None) -> float:
+        lib = lib or self.lib
+        key = ("ours-cold", spec.threads, spec.evict_bytes, lib.info.path)
         if key not in self._floors:
-            call = wrappers.noop(self.lib, spec.threads)
+            call = wrappers.noop(lib, spec.threads)
             self._floors[key] = float(np.median(call.time_cold(31, self.evict_buffer(spec))))
         return self._floors[key]
 
@@ -168,8 +170,17 @@ class Harness:
 
     # ---- one cell ----
     def measure(self, spec: CellSpec) -> CellOutcome:
+        """One cell of our library against ORT."""
+        return self.measure_sides(spec, {"ours": self.lib})["ours"]
+
+    def measure_sides(self, spec: CellSpec, libs: dict) -> dict:
+        """One cell for each of several builds of our library (label -> Library; `perfbench ab`
+        has "base" and "head") against one ORT, all on the same input bytes and timed in one
+        rotation. Returns label -> CellOutcome, each a whole cell (that build as "ours"; the ORT
+        side is the same measurement in all of them)."""
         t_start = time.perf_counter()
-        out = CellOutcome(isa=self.lib.isa_active)
+        outs = {label: CellOutcome(isa=lib.isa_active) for label, lib in libs.items()}
+        shared = CellOutcome()  # the ORT side and what all sides share
         self.progress("harness: inputs")
         op = ops_pkg.get(spec.op)
         case = op.make_case(dict(spec.params))
@@ -178,33 +189,38 @@ class Harness:
         graph = op.graph(case)
         shapes = op.output_shapes(case)
         rows = op.row_sizes(case)
-        self.lib.set_spin(SPIN_ON_US if spec.spin == "on" else 0)
+        for lib in libs.values():
+            lib.set_spin(SPIN_ON_US if spec.spin == "on" else 0)
         self.progress("harness: oracle")
         oracle = op.oracle(case, to_f64(inputs))
         floor = op.floor(dt.name)
-        out.floor = floor
+        shared.floor = floor
 
         # which ORT dtype: the cell's own, else the op's declared substitute (CONTRACTS §2). A
         # session is only created here (the cell key's timing definition needs the answer even
         # if the worker dies later).
         self.progress("ort: session")
-        ort_dt = self._ort_dtype(op, graph, dt, spec, out)
+        ort_dt = self._ort_dtype(op, graph, dt, spec, shared)
         if ort_dt is not None:
             self.progress("ort: dtype", ort_dtype=ort_dt.name)
 
         # ---- numerics first: a mismatch is a failed cell, never a timing. Ours runs before
         # ORT's numerics, and its error is reported, so that if ORT then crashes or hangs, ours
         # is still judged (CONTRACTS §8: where ORT cannot run the case, tol = floor)
-        self.progress("ours: numerics")
-        ours_in = op.private_inputs(case, inputs)  # aliased KV caches: ours writes its own copy
-        ours_out = op.new_outputs(case, dt.numpy, ours_in)
-        try:
-            op.prepare_ours(self.lib, case, ours_in, ours_out, spec.threads, device=spec.device).run()
-            self.progress("ours: numerics done", ours_err=numerics.max_error(ours_out, oracle, rows), floor=floor)
-        except (NativeError, UsageError) as e:
-            out.ours_status = "no-kernel" if isinstance(e, NativeError) and e.status == 2 else "error"
-            out.ours_message = str(e)
-            ours_out = None
+        ours_outs = {}
+        for label, lib in libs.items():
+            o = outs[label]
+            self.progress(f"{label}: numerics")
+            mine = op.private_inputs(case, inputs)  # aliased KV caches: ours writes its own copy
+            ours_outs[label] = op.new_outputs(case, dt.numpy, mine)
+            try:
+                op.prepare_ours(lib, case, mine, ours_outs[label], spec.threads, device=spec.device).run()
+                self.progress(f"{label}: numerics done", floor=floor,
+                              **{f"{label}_err": numerics.max_error(ours_outs[label], oracle, rows)})
+            except (NativeError, UsageError) as e:
+                o.ours_status = "no-kernel" if isinstance(e, NativeError) and e.status == 2 else "error"
+                o.ours_message = str(e)
+                ours_outs[label] = None
 
         ort_inputs = ortlib.to_ort_dtype(inputs, ort_dt) if ort_dt else None
         ort_out = None
@@ -215,48 +231,59 @@ class Harness:
                 sess = ortlib.make_session(ortlib.build_model(graph, ort_dt), spec.threads, spec.spin)
                 ortlib.Bound(sess, graph, 1, ort_inputs, ort_out).run()
                 prof_in = op.private_inputs(case, ort_inputs)
-                out.ort_path, out.ort_ops = ortlib.profile_path(
+                shared.ort_path, shared.ort_ops = ortlib.profile_path(
                     graph, ort_dt, spec.threads, spec.spin, prof_in, op.new_outputs(case, ort_dt.numpy, prof_in))
                 if ort_dt.name != dt.name:
-                    out.ort_path = "substituted"
+                    shared.ort_path = "substituted"
             except Exception as e:  # noqa: BLE001 - ORT failures are data
-                out.ort_status, out.ort_message = "error", f"ORT failed: {e}"
+                shared.ort_status, shared.ort_message = "error", f"ORT failed: {e}"
                 ort_out = None
 
         self.progress("harness: gate")
-        if ours_out is not None:
-            g = numerics.gate(ours_out, ort_out, oracle, rows, floor)
-            out.err_ours, out.err_ort, out.err_ours_vs_ort, out.tol = g.err_ours, g.err_ort, g.err_ours_vs_ort, g.tol
-            if not g.ours_ok:
-                out.ours_status = "mismatch"
-                out.ours_message = f"numerics: {g.describe()}"
-            if g.ort_discrepancy and out.ort_status == "ok":
-                out.ort_status = "ort-discrepancy"
-                out.ort_message = f"ORT departs from the oracle: err(ORT)={g.err_ort:.3g} > 10 x floor {floor:g}"
-        elif ort_out is not None:
-            out.err_ort = numerics.max_error(ort_out, oracle, rows)
+        for label, o in outs.items():
+            _share_ort(shared, o)
+            o.floor = floor
+            if ours_outs[label] is not None:
+                g = numerics.gate(ours_outs[label], ort_out, oracle, rows, floor)
+                o.err_ours, o.err_ort, o.err_ours_vs_ort, o.tol = g.err_ours, g.err_ort, g.err_ours_vs_ort, g.tol
+                if not g.ours_ok:
+                    o.ours_status = "mismatch"
+                    o.ours_message = f"numerics: {g.describe()}"
+                if g.ort_discrepancy and o.ort_status == "ok":
+                    o.ort_status = "ort-discrepancy"
+                    o.ort_message = f"ORT departs from the oracle: err(ORT)={g.err_ort:.3g} > 10 x floor {floor:g}"
+            elif ort_out is not None:
+                o.err_ort = numerics.max_error(ort_out, oracle, rows)
 
-        can_time_ours = out.ours_status == "ok"
-        can_time_ort = out.ort_status in ("ok", "ort-discrepancy")
-        if spec.numerics_only or not (can_time_ours and can_time_ort):
-            out.wall_s = time.perf_counter() - t_start
-            return out
+        timed = {label: lib for label, lib in libs.items() if outs[label].ours_status == "ok"}
+        can_time_ort = all(o.ort_status in ("ok", "ort-discrepancy") for o in outs.values())
+        if spec.numerics_only or not (timed and can_time_ort):
+            for o in outs.values():
+                o.wall_s = time.perf_counter() - t_start
+            return outs
 
         # ---- timing ----
+        tim = {label: outs[label] for label in timed}
         try:
             if spec.cache == "cold":
-                self._time_cold(op, case, dt, ort_dt, graph, shapes, inputs, spec, out)
+                self._time_cold(op, case, dt, ort_dt, graph, shapes, inputs, spec, timed, tim)
             else:
-                self._time_warm(op, case, dt, ort_dt, graph, shapes, inputs, spec, out)
+                self._time_warm(op, case, dt, ort_dt, graph, shapes, inputs, spec, timed, tim)
         except OrtSideError as e:
-            out.ort_status, out.ort_message = "error", f"ORT failed while being timed: {e}"
-            out.ours_ns, out.ort_ns = [], []
-        except NativeError as e:
-            out.ours_status, out.ours_message = "error", f"our kernel failed while being timed: {e}"
-            out.ours_ns, out.ort_ns = [], []
-        self._check_resolution(out)
-        out.wall_s = time.perf_counter() - t_start
-        return out
+            for o in tim.values():
+                o.ort_status, o.ort_message = "error", f"ORT failed while being timed: {e}"
+                o.ours_ns, o.ort_ns = [], []
+        except OursSideError as e:
+            for label, o in tim.items():
+                if label == e.label:
+                    o.ours_status, o.ours_message = "error", f"our kernel failed while being timed: {e.error}"
+                else:
+                    o.ours_status, o.ours_message = "error", f"not timed: the {e.label} build failed while being timed"
+                o.ours_ns, o.ort_ns = [], []
+        for o in outs.values():
+            self._check_resolution(o)
+            o.wall_s = time.perf_counter() - t_start
+        return outs
 
     def _check_resolution(self, out: CellOutcome) -> None:
         """A replicate at or below zero / the timer's resolution: that side is below-resolution
@@ -289,11 +316,14 @@ class Harness:
             f" nor in the substitute {op.ort_substitute[dt.name]}" if dt.name in op.ort_substitute else "")
         return None
 
-    def _fresh(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, copies):
-        """Fresh buffers (same bytes) and fresh ORT sessions for one replicate."""
-        mine = {k: v.copy() for k, v in inputs.items()}
-        ours_out = op.new_outputs(case, dt.numpy, mine)
-        call = op.prepare_ours(self.lib, case, mine, ours_out, spec.threads, device=spec.device)
+    def _fresh(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, copies, libs):
+        """Fresh buffers (same bytes) and fresh ORT sessions for one replicate: one kernel call
+        per build of ours (each on its own buffers) and the ORT graphs of `copies` copies."""
+        calls = {}
+        for label, lib in libs.items():
+            mine = {k: v.copy() for k, v in inputs.items()}
+            ours_out = op.new_outputs(case, dt.numpy, mine)
+            calls[label] = op.prepare_ours(lib, case, mine, ours_out, spec.threads, device=spec.device)
         theirs = ortlib.to_ort_dtype(inputs, ort_dt) if ort_dt.name != dt.name else {k: v.copy() for k, v in inputs.items()}
         ort_out = op.new_outputs(case, ort_dt.numpy, theirs)
         bound = {}
@@ -301,96 +331,163 @@ class Harness:
             for k in sorted(set(copies)):
                 sess = ortlib.make_session(ortlib.build_model(graph, ort_dt, k), spec.threads, spec.spin)
                 bound[k] = ortlib.Bound(sess, graph, k, theirs, ort_out)
-        return call, bound
+        return calls, bound
 
-    def _time_warm(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, out):
-        floor = self.ours_warm_floor(spec.threads)
-        out.ours_floor_ns = floor
+    def _quiesce(self, libs) -> None:
+        for lib in libs.values():
+            lib.quiesce()
+
+    @staticmethod
+    def _rotation(labels: list, rnd: int) -> list:
+        """The order of the sides in round `rnd`: ours then ORT for one build (the protocol of
+        `perfbench run`); with several builds the order rotates every round, so no side always
+        follows the same one (drift and order effects cancel)."""
+        order = list(labels) + ["ort"]
+        if len(labels) == 1:
+            return order
+        k = rnd % len(order)
+        return order[k:] + order[:k]
+
+    def _time_warm(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, libs, outs):
+        floors = {label: self.ours_warm_floor(spec.threads, lib) for label, lib in libs.items()}
+        for label, o in outs.items():
+            o.ours_floor_ns = floors[label]
+        first = next(iter(libs))
         block_ns = spec.block_ms * 1e6
         K = iters = runs = None
         gap = 0.002 if spec.spin == "on" else 0.0  # let ORT's spinning workers stop
+        ort_ns, ort_blocks = [], []
         for rep in range(spec.replicates):
             if K is None:
-                # calibrate K from a 1-copy run minus ORT's fixed cost, our iterations from one call
+                # calibrate K from a 1-copy run minus ORT's fixed cost, our iterations from one
+                # call (of the first build: every build runs the same number)
                 self.progress("ort: calibration")
-                call, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1])
+                calls, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1], libs)
                 with ort_side():
                     for _ in range(3):
                         bound[1].run()
                     t1 = min(_time_once(bound[1]) for _ in range(5))
                 est = max(t1 - self.ort_warm_floor(spec), 200.0)
                 K = int(min(MAX_K, max(2, math.ceil(TARGET_DIFF_NS / est) + 1)))
-                self.progress("ours: calibration")
-                call.run()
-                one = min(call.time_warm(1) for _ in range(3))
+                self.progress(f"{first}: calibration")
+                with ours_side(first):
+                    calls[first].run()
+                    one = min(calls[first].time_warm(1) for _ in range(3))
                 iters = int(max(1, math.ceil(block_ns / max(one, 1))))
             self.progress(f"ort: replicate {rep + 1}/{spec.replicates} sessions")
-            call, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1, K])
+            calls, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1, K], libs)
             if runs is None:
                 with ort_side():
                     bound[K].run()
                     bound[1].run()
                     pair = _time_once(bound[K]) + _time_once(bound[1])
                 runs = int(max(1, math.ceil(block_ns / max(pair, 1))))
-                out.K, out.ours_iters, out.ort_runs = K, iters, runs
-            ob, tb, all_k, all_1 = [], [], [], []
+                for o in outs.values():
+                    o.K, o.ours_iters, o.ort_runs = K, iters, runs
+            ob = {label: [] for label in libs}
+            tb, all_k, all_1 = [], [], []
             for rnd in range(spec.rounds):
-                self.progress(f"ours: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
-                self.lib.quiesce()
-                call.run()  # untimed: the block starts from our own cache state
-                ob.append(call.time_warm(iters) / iters - floor)
-                self.progress(f"ort: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
-                self.lib.quiesce()
-                order = (K, 1) if rnd % 2 == 0 else (1, K)
-                tk, t1s = [], []
-                with ort_side():
-                    bound[order[0]].run()  # untimed warm-up, as ours
-                    for _ in range(runs):
-                        for k in order:
-                            (tk if k == K else t1s).append(_time_once(bound[k]))
-                tb.append((float(np.median(tk)) - float(np.median(t1s))) / (K - 1))
-                all_k += tk
-                all_1 += t1s
-                if gap:
-                    time.sleep(gap)
-            out.ours_blocks.append(ob)
-            out.ort_blocks.append(tb)
-            out.ours_ns.append(float(np.median(ob)))
-            out.ort_ns.append((float(np.median(all_k)) - float(np.median(all_1))) / (K - 1))
+                for side in self._rotation(list(libs), rnd):
+                    self.progress(f"{side}: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
+                    self._quiesce(libs)
+                    if side != "ort":
+                        with ours_side(side):
+                            calls[side].run()  # untimed: the block starts from our own cache state
+                            ob[side].append(calls[side].time_warm(iters) / iters - floors[side])
+                        continue
+                    order = (K, 1) if rnd % 2 == 0 else (1, K)
+                    tk, t1s = [], []
+                    with ort_side():
+                        bound[order[0]].run()  # untimed warm-up, as ours
+                        for _ in range(runs):
+                            for k in order:
+                                (tk if k == K else t1s).append(_time_once(bound[k]))
+                    tb.append((float(np.median(tk)) - float(np.median(t1s))) / (K - 1))
+                    all_k += tk
+                    all_1 += t1s
+                    if gap:
+                        time.sleep(gap)
+            for label, o in outs.items():
+                o.ours_blocks.append(ob[label])
+                o.ours_ns.append(float(np.median(ob[label])))
+            ort_blocks.append(tb)
+            ort_ns.append((float(np.median(all_k)) - float(np.median(all_1))) / (K - 1))
+        for o in outs.values():
+            o.ort_blocks, o.ort_ns = [list(b) for b in ort_blocks], list(ort_ns)
 
-    def _time_cold(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, out):
+    def _time_cold(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, libs, outs):
         ev = self.evict_buffer(spec)
         self.progress("harness: cold floors")
-        ours_floor = self.ours_cold_floor(spec)
+        floors = {label: self.ours_cold_floor(spec, lib) for label, lib in libs.items()}
         with ort_side():
             ort_floor = self.ort_cold_floor(spec)
-        out.ours_floor_ns, out.ort_floor_ns = ours_floor, ort_floor
-        calls = None
+        for label, o in outs.items():
+            o.ours_floor_ns, o.ort_floor_ns = floors[label], ort_floor
+        calls_n = None
+        ort_ns, ort_blocks = [], []
         for rep in range(spec.replicates):
             self.progress(f"ort: replicate {rep + 1}/{spec.replicates} sessions")
-            call, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1])
-            call.run()
+            calls, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1], libs)
+            for label, call in calls.items():
+                with ours_side(label):
+                    call.run()
             with ort_side():
                 bound[1].run()
-            if calls is None:
-                one = call.time_cold(1, ev)[0]
-                calls = int(min(64, max(5, math.ceil(spec.block_ms * 1e6 / max(one + 2e6, 1)))))
-                out.ours_iters = out.ort_runs = calls
-            ob, tb = [], []
+            if calls_n is None:
+                first = next(iter(calls))
+                with ours_side(first):
+                    one = calls[first].time_cold(1, ev)[0]
+                calls_n = int(min(64, max(5, math.ceil(spec.block_ms * 1e6 / max(one + 2e6, 1)))))
+                for o in outs.values():
+                    o.ours_iters = o.ort_runs = calls_n
+            ob = {label: [] for label in libs}
+            tb = []
             for rnd in range(spec.rounds):
-                self.progress(f"ours: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
-                ob.append(float(np.median(call.time_cold(calls, ev))) - ours_floor)
-                self.progress(f"ort: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
-                ts = []
-                with ort_side():
-                    for _ in range(calls):
-                        self.lib.evict(ev)  # evicts, then quiesces our pool, as before our calls
-                        ts.append(_time_once(bound[1]))
-                tb.append(float(np.median(ts)) - ort_floor)
-            out.ours_blocks.append(ob)
-            out.ort_blocks.append(tb)
-            out.ours_ns.append(float(np.median(ob)))
-            out.ort_ns.append(float(np.median(tb)))
+                for side in self._rotation(list(libs), rnd):
+                    self.progress(f"{side}: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
+                    if side != "ort":
+                        self._quiesce(libs)
+                        with ours_side(side):
+                            ob[side].append(float(np.median(calls[side].time_cold(calls_n, ev))) - floors[side])
+                        continue
+                    ts = []
+                    self._quiesce(libs)
+                    with ort_side():
+                        for _ in range(calls_n):
+                            self.lib.evict(ev)  # evicts, then quiesces our pool, as before our calls
+                            ts.append(_time_once(bound[1]))
+                    tb.append(float(np.median(ts)) - ort_floor)
+            for label, o in outs.items():
+                o.ours_blocks.append(ob[label])
+                o.ours_ns.append(float(np.median(ob[label])))
+            ort_blocks.append(tb)
+            ort_ns.append(float(np.median(tb)))
+        for o in outs.values():
+            o.ort_blocks, o.ort_ns = [list(b) for b in ort_blocks], list(ort_ns)
+
+
+class OursSideError(Exception):
+    """One build of ours failed while being timed (label says which)."""
+
+    def __init__(self, label: str, error: NativeError):
+        self.label, self.error = label, error
+        super().__init__(str(error))
+
+
+@contextlib.contextmanager
+def ours_side(label: str):
+    """A step of one build of ours: its native errors are that build's failure."""
+    try:
+        yield
+    except NativeError as e:
+        raise OursSideError(label, e) from e
+
+
+def _share_ort(shared: CellOutcome, o: CellOutcome) -> None:
+    """The ORT side (and what every build shares) copied into one build's outcome."""
+    for f in ("ort_status", "ort_message", "ort_path", "ort_dtype"):
+        setattr(o, f, getattr(shared, f))
+    o.ort_ops = list(shared.ort_ops)
 
 
 @contextlib.contextmanager
@@ -398,7 +495,7 @@ def ort_side():
     """An ORT step: any exception in it is ORT's failure, not ours (our native errors pass)."""
     try:
         yield
-    except (NativeError, OrtSideError):
+    except (NativeError, OrtSideError, OursSideError):
         raise
     except Exception as e:  # noqa: BLE001
         raise OrtSideError(str(e)) from e

@@ -17,7 +17,9 @@ _CTX = mp.get_context("spawn")
 READY_TIMEOUT_S = 180.0
 
 
-def _worker_main(conn, build_info: dict) -> None:
+def _worker_main(conn, build_info: dict, sides: dict | None = None) -> None:
+    """sides (label -> build info), when given: every cell is measured with each of these
+    builds of our library, side by side (`perfbench ab`), and answered as label -> outcome."""
     # the parent owns Ctrl-C; a worker is stopped by the parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -25,8 +27,10 @@ def _worker_main(conn, build_info: dict) -> None:
         from perfbench.timing.protocol import Harness
 
         lib = load(BuildInfo(**build_info))
+        libs = {label: load(BuildInfo(**info)) for label, info in (sides or {}).items()}
         harness = Harness(lib, progress=lambda phase, **facts: conn.send(("phase", phase, facts)))
-        conn.send(("ready", {"isa": lib.isa_active, "pid": os.getpid()}))
+        conn.send(("ready", {"isa": lib.isa_active, "pid": os.getpid(),
+                             "sides": {label: x.isa_active for label, x in libs.items()}}))
     except BaseException:  # noqa: BLE001
         conn.send(("fatal", traceback.format_exc()))
         return
@@ -39,30 +43,49 @@ def _worker_main(conn, build_info: dict) -> None:
             return
         if msg[0] == "cell":
             try:
-                out = harness.measure(CellSpec(**msg[1]))
-                conn.send(("done", out.to_dict()))
+                if libs:
+                    outs = harness.measure_sides(CellSpec(**msg[1]), libs)
+                    conn.send(("done", {label: o.to_dict() for label, o in outs.items()}))
+                else:
+                    conn.send(("done", harness.measure(CellSpec(**msg[1])).to_dict()))
             except Exception as e:  # noqa: BLE001 - an unsupported case is data (house rule 2)
                 conn.send(("error", f"{e.__class__.__name__}: {e}", traceback.format_exc()))
 
 
-def _side_of(phase: str) -> str:
-    """Which side a phase belongs to: "ours: ...", "ort: ...", else the harness."""
+def _foreign_main(conn, checkout: str, build_info: dict) -> None:
+    """A worker running another checkout's perfbench (its harness and op files): `perfbench ab`
+    on an op whose native interface changed between base and head measures each side this way."""
+    import importlib
+    import sys
+
+    for name in [n for n in sys.modules if n == "perfbench" or n.startswith("perfbench.")]:
+        del sys.modules[name]
+    sys.path.insert(0, checkout)
+    importlib.import_module("perfbench.timing.worker")._worker_main(conn, build_info)
+
+
+def _side_of(phase: str, labels=("ours",)) -> str:
+    """Which side a phase belongs to: "ours: ..." (or a build's label), "ort: ...", else the harness."""
     side = phase.split(":", 1)[0].strip()
-    return side if side in ("ours", "ort") else "harness"
+    return side if side == "ort" or side in labels else "harness"
 
 
 class Worker:
     """The parent's handle on one worker process (restarted after a crash or timeout)."""
 
-    def __init__(self, build_info: dict):
+    def __init__(self, build_info: dict, sides: dict | None = None, checkout: str | None = None):
         self.build_info = build_info
+        self.checkout = checkout  # run that checkout's perfbench instead of this one (no sides then)
+        self.sides = sides  # label -> build info: measure() answers label -> CellOutcome
         self.proc = None
         self.conn = None
         self.info = {}
 
     def start(self) -> None:
         parent, child = _CTX.Pipe()
-        self.proc = _CTX.Process(target=_worker_main, args=(child, self.build_info), daemon=True,
+        target, args = ((_foreign_main, (child, self.checkout, self.build_info)) if self.checkout
+                        else (_worker_main, (child, self.build_info, self.sides)))
+        self.proc = _CTX.Process(target=target, args=args, daemon=True,
                                  name="perfbench-worker")
         self.proc.start()
         child.close()
@@ -102,8 +125,15 @@ class Worker:
                 pass
         self.kill()
 
-    def measure(self, spec: CellSpec, timeout_s: float, on_phase=None) -> CellOutcome:
-        """Run one cell; never raises for what happens inside the worker."""
+    def measure(self, spec: CellSpec, timeout_s: float, on_phase=None):
+        """Run one cell; never raises for what happens inside the worker. Returns a
+        CellOutcome, or label -> CellOutcome for a worker with several builds (`sides`)."""
+        labels = tuple(self.sides) if self.sides else ("ours",)
+
+        def failed(status, phase, message, facts):
+            outs = _failed(status, phase, message, facts, labels)
+            return outs if self.sides else outs["ours"]
+
         if not self.alive():
             self.start()
         self.conn.send(("cell", asdict(spec)))
@@ -114,60 +144,70 @@ class Worker:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                return _failed("timeout", phase, f"cell did not finish within {timeout_s:.0f} s (during {phase})",
-                               facts)
+                return failed("timeout", phase, f"cell did not finish within {timeout_s:.0f} s (during {phase})",
+                              facts)
             try:
                 ready = self.conn.poll(min(left, 1.0))
             except (OSError, EOFError):
                 ready = True
             if not ready:
                 if not self.proc.is_alive():
-                    return self._crashed(phase, facts)
+                    return self._crashed(phase, facts, failed)
                 continue
             try:
                 msg = self.conn.recv()
             except (EOFError, OSError):
-                return self._crashed(phase, facts)
+                return self._crashed(phase, facts, failed)
             if msg[0] == "phase":
                 phase = msg[1]
                 facts.update(msg[2])
                 if on_phase:
                     on_phase(phase)
             elif msg[0] == "done":
+                if self.sides:
+                    return {label: CellOutcome(**d) for label, d in msg[1].items()}
                 return CellOutcome(**msg[1])
             elif msg[0] == "error":
                 # an exception in the harness (not in a timed side: those become statuses there)
-                return _failed("error", phase, f"{msg[1]} (during {phase})", facts)
+                return failed("error", phase, f"{msg[1]} (during {phase})", facts)
 
-    def _crashed(self, phase: str, facts: dict) -> CellOutcome:
+    def _crashed(self, phase: str, facts: dict, failed):
         self.proc.join(timeout=5)
         code = self.proc.exitcode
         self.kill()
         how = f"signal {-code} ({signal.Signals(-code).name})" if code is not None and code < 0 else f"exit {code}"
-        return _failed("crashed", phase, f"worker died with {how} during {phase}", facts)
+        return failed("crashed", phase, f"worker died with {how} during {phase}", facts)
 
 
-def _failed(status: str, phase: str, message: str, facts: dict | None = None) -> CellOutcome:
-    """The outcome of a cell whose worker failed. The status goes to the side whose phase was
-    running; a harness failure counts against ours (it is our tool failing the cell). When ORT
-    failed after our numerics were checked, ours keeps its verdict judged at the floor (where
-    ORT cannot run the case, tol = floor), so an ORT failure never fails our cell."""
+def _failed(status: str, phase: str, message: str, facts: dict | None = None, labels=("ours",)) -> dict:
+    """The outcomes (label -> CellOutcome) of a cell whose worker failed. The status goes to the
+    side whose phase was running; a harness failure counts against every build of ours (it is
+    our tool failing the cell). When ORT failed after our numerics were checked, each build
+    keeps its verdict judged at the floor (where ORT cannot run the case, tol = floor), so an
+    ORT failure never fails our cell. A build that did not fail is "error: not measured"."""
     facts = facts or {}
-    out = CellOutcome(ort_dtype=facts.get("ort_dtype", ""))
-    side = _side_of(phase)
-    if side == "harness":
-        side = "ours"
-    setattr(out, f"{side}_status", status)
-    setattr(out, f"{side}_message", message)
-    if side == "ort" and "ours_err" in facts:
-        out.err_ours, out.tol, out.floor = facts["ours_err"], facts["floor"], facts["floor"]
-        if not out.err_ours <= out.tol:
-            out.ours_status = "mismatch"
-            out.ours_message = f"numerics: err(ours)={out.err_ours:.3g} > floor {out.tol:g} (ORT could not be compared)"
-        else:
-            out.ours_message = f"numerics judged at the floor: ORT {status} before it could be compared"
-    else:
-        other = "ort" if side == "ours" else "ours"
-        setattr(out, f"{other}_status", "error")
-        setattr(out, f"{other}_message", f"not measured: the worker {status} during {phase}")
-    return out
+    side = _side_of(phase, labels)
+    outs = {}
+    for label in labels:
+        out = CellOutcome(ort_dtype=facts.get("ort_dtype", ""))
+        if side == "ort":
+            out.ort_status, out.ort_message = status, message
+            err = facts.get(f"{label}_err")
+            if err is not None:
+                out.err_ours, out.tol, out.floor = err, facts["floor"], facts["floor"]
+                if not out.err_ours <= out.tol:
+                    out.ours_status = "mismatch"
+                    out.ours_message = (f"numerics: err(ours)={out.err_ours:.3g} > floor {out.tol:g} "
+                                        "(ORT could not be compared)")
+                else:
+                    out.ours_message = f"numerics judged at the floor: ORT {status} before it could be compared"
+            else:
+                out.ours_status, out.ours_message = "error", f"not measured: the worker {status} during {phase}"
+        elif side == "harness" or side == label:
+            out.ours_status, out.ours_message = status, message
+            out.ort_status, out.ort_message = "error", f"not measured: the worker {status} during {phase}"
+        else:  # another build failed
+            out.ours_status, out.ours_message = "error", f"not measured: the worker {status} during {phase}"
+            out.ort_status, out.ort_message = "error", f"not measured: the worker {status} during {phase}"
+        outs[label] = out
+    return outs

@@ -69,15 +69,27 @@ def test_phases_map_to_sides():
 
 def test_a_worker_dying_in_ort_keeps_our_numerics_verdict():
     facts = {"ours_err": 2e-7, "floor": 1e-5, "ort_dtype": "f32"}
-    out = _failed("crashed", "ort: numerics", "worker died", facts)
+    out = _failed("crashed", "ort: numerics", "worker died", facts)["ours"]
     assert out.ort_status == "crashed" and out.ours_status == "ok"
     assert out.err_ours == 2e-7 and out.tol == 1e-5 and out.ort_dtype == "f32"
-    bad = _failed("timeout", "ort: replicate 1/8 block 1", "hung", {"ours_err": 5e-4, "floor": 1e-5})
+    bad = _failed("timeout", "ort: replicate 1/8 block 1", "hung", {"ours_err": 5e-4, "floor": 1e-5})["ours"]
     assert bad.ours_status == "mismatch"  # judged at the floor: ORT could not be compared
-    ours = _failed("crashed", "ours: numerics", "worker died", facts)
+    ours = _failed("crashed", "ours: numerics", "worker died", facts)["ours"]
     assert ours.ours_status == "crashed" and ours.ort_status == "error"
-    harness = _failed("error", "harness: oracle", "boom", facts)
+    harness = _failed("error", "harness: oracle", "boom", facts)["ours"]
     assert harness.ours_status == "error"  # our tool failing the cell counts against us
+
+
+def test_a_worker_failure_in_one_build_blames_that_build_only():
+    facts = {"base_err": 2e-7, "head_err": 3e-2, "floor": 1e-5, "ort_dtype": "f32"}
+    outs = _failed("crashed", "head: replicate 1/8 block 2", "worker died", facts, ("base", "head"))
+    assert outs["head"].ours_status == "crashed"
+    assert outs["base"].ours_status == "error" and "not measured" in outs["base"].ours_message
+    assert _side_of("head: numerics", ("base", "head")) == "head"
+    assert _side_of("ours: numerics", ("base", "head")) == "harness"
+    ort = _failed("timeout", "ort: numerics", "hung", facts, ("base", "head"))
+    assert ort["base"].ours_status == "ok" and ort["head"].ours_status == "mismatch"  # each judged at the floor
+    assert ort["base"].ort_status == ort["head"].ort_status == "timeout"
 
 
 def test_cold_mode_subtracts_measured_floors(lib):
