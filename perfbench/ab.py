@@ -1,0 +1,556 @@
+"""`perfbench ab` and `perfbench calibrate`: two builds of our library measured side by side.
+
+ab: base and head (git revisions; head defaults to the working tree) are built into their own
+paths and loaded in one worker with their own header declarations; every cell is measured with
+base, head and ORT in one rotation (blocks base, head, ORT, the order rotating every round), so
+machine drift cancels. Each side is stored as a run (origin ab-base / ab-head, never history),
+and the comparison with its verdicts (compare.change) is stored and returned as a document.
+An op whose native interface differs between the two headers is measured with each side's own
+checkout in alternating worker processes instead, and the document says so.
+
+calibrate: the same build against itself (two loaded copies, interleaved like ab), in several
+rounds over the cells; per cell key the between-run spreads sigma_b of the ab change, of our
+time, of ORT's and of the ours/ORT ratio are stored for the host class (stats.between_run_sigma,
+shrunk toward the pooled spread of all cells: stats.shrink_sigma).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+from sqlalchemy import select
+
+from perfbench import PROTOCOL_VERSION, ops, revisions, stats, suites
+from perfbench import filters as filt
+from perfbench.compare import change, views
+from perfbench.errors import Interrupted, UsageError
+from perfbench.kernels_ffi import builder, load
+from perfbench.runner import (
+    NullUI,
+    derive,
+    ensure_peaks,
+    estimate_cell_s,
+    host_lock,
+    new_run,
+    record_cell,
+    signals_as_exceptions,
+)
+from perfbench.store import hostinfo, repo
+from perfbench.store import models as m
+from perfbench.store.db import Store
+from perfbench.timing.protocol import CellOutcome, CellSpec, default_evict_bytes
+from perfbench.timing.worker import Worker
+
+CALIBRATION_FORMAT = 1
+LABELS = ("base", "head")
+
+
+@dataclass
+class ABOptions:
+    suite: str
+    base_rev: str | None = None
+    head_rev: str | None = None
+    filters: list = field(default_factory=list)
+    quick: bool = False
+    threads: list | None = None
+    dtypes: list | None = None
+    cache: list | None = None
+    spin: list | None = None
+    devices: list | None = None
+    replicates: int | None = None
+    db: str | None = None
+    calibration_file: str | None = None
+    min_effect: float = change.MIN_EFFECT
+    q: float = change.Q
+    rounds: int = 3  # calibrate only
+
+
+def _plan(opts: ABOptions):
+    store = Store(opts.db)
+    suite = suites.load(opts.suite)
+    flts = [filt.parse(f) for f in opts.filters]
+    facts = hostinfo.host_facts()
+    settings = dict(suite.settings)
+    if opts.quick:
+        settings["replicates"] = settings["quick_replicates"]
+    if opts.replicates:
+        if opts.replicates < 2:
+            raise UsageError("--replicates must be >= 2 (a CI needs at least two replicates)")
+        settings["replicates"] = opts.replicates
+    cells, notes = suite.expand(quick=opts.quick, dtypes_=opts.dtypes, threads=opts.threads, cache=opts.cache,
+                                spin=opts.spin, devices=opts.devices, filters=flts, max_threads=facts.cores)
+    if not cells:
+        raise UsageError(f"no cells match: suite {suite.name!r} with filters {[f.text for f in flts]}"
+                         " (perfbench list --suite NAME shows the cells)")
+    settings["evict_bytes"] = default_evict_bytes()
+    settings["axes_overrides"] = {"threads": opts.threads, "dtypes": opts.dtypes, "cache": opts.cache,
+                                  "spin": opts.spin, "devices": opts.devices}
+    return store, suite, flts, facts, settings, cells, notes
+
+
+def _spec(cell, settings, facts, replicates=None) -> CellSpec:
+    return CellSpec(op=cell.case.op, params=[list(p) for p in cell.case.params], dtype=cell.dtype,
+                    threads=cell.threads, cache=cell.cache, spin=cell.spin, device=cell.device,
+                    seed=settings["seed"], replicates=replicates or settings["replicates"],
+                    rounds=settings["rounds"], block_ms=settings["block_ms"], numerics_only=cell.numerics_only,
+                    evict_bytes=settings["evict_bytes"], evict_threads=facts.cores)
+
+
+def _merge(parts: list[CellOutcome]) -> CellOutcome:
+    """Turns of one side measured in alternating workers -> one outcome (replicates in turn
+    order; the first failing turn decides the statuses)."""
+    out = parts[0]
+    for p in parts[1:]:
+        if p.ours_status != "ok" and out.ours_status == "ok":
+            out.ours_status, out.ours_message = p.ours_status, p.ours_message
+        if p.ort_status not in ("ok", "ort-discrepancy") and out.ort_status in ("ok", "ort-discrepancy"):
+            out.ort_status, out.ort_message = p.ort_status, p.ort_message
+        out.ours_ns += p.ours_ns
+        out.ort_ns += p.ort_ns
+        out.ours_blocks += p.ours_blocks
+        out.ort_blocks += p.ort_blocks
+        out.wall_s += p.wall_s
+    if out.ours_status != "ok" or out.ort_status not in ("ok", "ort-discrepancy"):
+        out.ours_ns, out.ort_ns = [], []
+    return out
+
+
+class _Sides:
+    """Workers for both sides: one with both builds (interleaved), and per-side workers of each
+    side's own checkout for ops whose interface changed (alternating)."""
+
+    def __init__(self, base: revisions.Side, head: revisions.Side):
+        self.base, self.head = base, head
+        self.together = Worker(base.build.to_dict(), sides={s.label: s.build.to_dict() for s in (base, head)})
+        self.apart = {s.label: Worker(s.build.to_dict(), checkout=str(s.checkout)) for s in (base, head)}
+
+    def measure(self, cell, settings, facts, timeout_s, interleaved: bool, on_phase=None) -> dict:
+        if interleaved:
+            return self.together.measure(_spec(cell, settings, facts), timeout_s, on_phase=on_phase)
+        reps = settings["replicates"]
+        turns = max(1, reps // 2)
+        parts = {label: [] for label in LABELS}
+        for t in range(turns):
+            n = 2 if t < turns - 1 else reps - 2 * (turns - 1)
+            for label in (LABELS if t % 2 == 0 else LABELS[::-1]):
+                out = self.apart[label].measure(_spec(cell, settings, facts, n), timeout_s, on_phase=on_phase)
+                parts[label].append(out)
+                if out.ours_status != "ok" or cell.numerics_only:
+                    break
+            if any(p[-1].ours_status != "ok" for p in parts.values() if p) or cell.numerics_only:
+                break
+        return {label: _merge(p) for label, p in parts.items() if p}
+
+    def stop(self):
+        self.together.stop()
+        for w in self.apart.values():
+            w.stop()
+
+
+def _prepare_sides(opts: ABOptions, ui, same_build: bool = False):
+    root = revisions.repo_root()
+    build_root = builder.default_build_root().parent / "ab"
+    if same_build:
+        base = revisions.side("base", None, root, build_root)
+        head = revisions.side("head", None, root, build_root)
+    else:
+        base = revisions.side("base", opts.base_rev, root, build_root)
+        head = revisions.side("head", opts.head_rev, root, build_root)
+    for s in (base, head):
+        ui.info(f"{s.label}: {s.ref}" + (f" ({s.sha[:12]})" if s.sha else " (working tree"
+                                         + (", uncommitted changes" if s.dirty else "") + ")"))
+        revisions.build_side(s, build_root, log=ui.info)
+    return base, head
+
+
+def _git_of(s: revisions.Side) -> dict:
+    g = hostinfo.git_info(s.checkout) if s.sha is None else {"sha": s.sha, "branch": None, "dirty": False}
+    if s.sha is None:
+        g["dirty"] = s.dirty
+    return g
+
+
+def ab(opts: ABOptions, ui=None) -> dict:
+    """Measure base and head side by side; returns the comparison document (also stored)."""
+    ui = ui or NullUI()
+    if not opts.base_rev:
+        raise UsageError("--base-rev is required (e.g. --base-rev origin/main or --base-rev HEAD)")
+    store, suite, flts, facts, settings, cells, notes = _plan(opts)
+    cal = load_calibration_file(opts.calibration_file) if opts.calibration_file else None
+    versions = hostinfo.versions()
+    with host_lock(ui), signals_as_exceptions():
+        base, head = _prepare_sides(opts, ui)
+        compat = revisions.compatibility(base.header, head.header, sorted({c.case.op for c in cells}))
+        doc_notes = list(notes)
+        skip = {}
+        for op, why in compat.items():
+            if why is None:
+                continue
+            if "declares no" in why:
+                side_missing = "base" if why.startswith("base") else "head"
+                skip[op] = side_missing
+                doc_notes.append(f"{op}: {why}; its cells are measured on the other side only (not comparable)")
+            else:
+                doc_notes.append(f"{op}: {why}; measured with each side's own checkout in alternating worker "
+                                 "processes (base and head in turns; ORT measured in each turn)")
+        for n in doc_notes:
+            ui.info(n)
+        lib = load(head.build)
+        with store.session() as s:
+            host = repo.ensure_host(s, facts)
+            host_id, hc_id = host.id, host.host_class_id
+            builds = {x.label: repo.ensure_build(s, x.build).id for x in (base, head)}
+        peaks = ensure_peaks(store, host_id, builds["head"], lib, facts, ui)
+        tuning = hostinfo.tuning_advice()
+        partial = True  # a comparison's runs are never history (origin ab-*)
+        run_ids = {}
+        with store.session() as s:
+            for x in (base, head):
+                r = new_run(suite, {**settings, "ab": {"side": x.label, "ref": x.ref}}, partial, opts.quick, flts,
+                            host_id, hc_id, builds[x.label], versions, _git_of(x), facts, None, tuning, len(cells),
+                            origin=f"ab-{x.label}")
+                s.add(r)
+                s.flush()
+                run_ids[x.label] = r.id
+        est = sum(estimate_cell_s(ops.get(c.case.op), c, settings, peaks, facts, {}) for c in cells) * 1.5
+        ui.plan(len(cells), est, [])
+        workers = _Sides(base, head)
+        status, message = "failed", ""
+        t0 = time.monotonic()
+        try:
+            for i, cell in enumerate(cells, 1):
+                done = time.monotonic() - t0
+                ui.start_cell(i, len(cells), cell, est - done if i == 1 else done / (i - 1) * (len(cells) - i + 1))
+                op = ops.get(cell.case.op)
+                interleaved = compat.get(op.name) is None
+                outs = workers.measure(cell, settings, facts, float(settings["timeout_s"]), interleaved,
+                                       on_phase=ui.phase)
+                for label, out in outs.items():
+                    if skip.get(op.name) == label:
+                        continue
+                    derived = derive(op, cell, out, peaks, facts)
+                    record_cell(store, run_ids[label], cell, out, derived, op, settings["seed"])
+                head_out = outs.get("head") or outs.get("base")
+                ui.end_cell(i, len(cells), cell, (head_out, derive(op, cell, head_out, peaks, facts)))
+            status = "complete"
+        except Interrupted as e:
+            status, message = "interrupted", f"interrupted by {signal.Signals(e.signum).name}"
+            raise
+        except BaseException as e:
+            status, message = "failed", f"{e.__class__.__name__}: {e}"
+            raise
+        finally:
+            previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                workers.stop()
+                with store.session() as s:
+                    for rid in run_ids.values():
+                        r = s.get(m.Run, rid)
+                        r.status, r.finished_at, r.message = status, repo.now(), message
+                ui.done()
+            finally:
+                for sig, h in previous.items():
+                    signal.signal(sig, h)
+    op_modes = {op: "alternating-workers" for op, why in compat.items() if why is not None}
+    with store.session() as s:
+        doc = build_document(s, "ab", run_ids["base"], run_ids["head"], base.ref, head.ref, opts, cal,
+                             mode="interleaved", op_modes=op_modes, notes=doc_notes,
+                             sides={"base": base, "head": head})
+        doc["comparison_id"] = save_comparison(s, doc, run_ids["base"], run_ids["head"], hc_id)
+    return doc
+
+
+# ---- the comparison document ----
+
+def _side_info(run: m.Run, label: str, ref: str, side: revisions.Side | None) -> dict:
+    return {"label": label, "ref": ref, "git_sha": run.git_sha, "run_id": run.id, "build_id": run.build.build_id,
+            "source_hash": run.build.source_hash, "dirty": bool(run.dirty) if side else bool(run.dirty)}
+
+
+def build_document(s, kind: str, base_id: int, head_id: int, base_ref: str, head_ref: str, opts: ABOptions,
+                   cal_file: dict | None, mode: str, op_modes: dict | None = None, notes: list | None = None,
+                   sides: dict | None = None) -> dict:
+    """The comparison document of two stored runs (schema: compare.render_change)."""
+    b, h = repo.load_run(s, base_id), repo.load_run(s, head_id)
+    bcells = [views.cell_view(c) for c in sorted(b.cells, key=lambda c: c.id)]
+    hcells = [views.cell_view(c) for c in sorted(h.cells, key=lambda c: c.id)]
+    bview, hview = views.run_view(b), views.run_view(h)
+    incomparable = change.run_incomparable(bview, hview)
+    lookup, meta = sigma_lookup(s, h.host_class, cal_file)
+    rows = change.compare_cells(bcells, hcells, mode=mode, op_modes=op_modes, sigma_for=lookup,
+                                incomparable=incomparable, min_effect=opts.min_effect, q=opts.q)
+    age = None
+    if meta and meta.get("created_at"):
+        age = (datetime.now(timezone.utc) - datetime.fromisoformat(meta["created_at"]).replace(
+            tzinfo=timezone.utc)).total_seconds()
+    calib = change.calibration_info(meta, rows, age)
+    calib["default_sigma"] = change.DEFAULT_SIGMA["ab" if mode != "stored-runs" else "ours"]
+    host = h.host
+    load_avg = [float(x) for x in (h.load_avg or [])][:3]
+    doc = {
+        "perfbench_comparison": 1, "schema_version": 1, "kind": kind,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "suite": h.suite, "filters": list(h.filters or []),
+        "base": _side_info(b, "base", base_ref, (sides or {}).get("base")),
+        "head": _side_info(h, "head", head_ref, (sides or {}).get("head")),
+        "host": {"hostname": h.hostname, "host_class": h.host_class.key, "cpu_model": h.host_class.cpu_model,
+                 "cores": h.host_class.cores, "load_avg": load_avg + [0.0] * (3 - len(load_avg)),
+                 "ort_version": h.ort_version, "compiler": h.build.compiler_version,
+                 "flags": list(h.build.flags), "isa": _isa(hcells), "os": host.meta.get("platform", "")
+                 if host and host.meta else ""},
+        "settings": {"min_effect": opts.min_effect, "q": opts.q,
+                     "replicates": int((h.settings or {}).get("replicates", 0)), "mode": mode},
+        "calibration": calib,
+        "summary": change.summary(rows),
+        "exit_code": change.exit_code(rows),
+        "rows": rows,
+        "notes": list(notes or []) + [f"not comparable: {w}" for w in incomparable],
+        "cannot_catch": list(change.CANNOT_CATCH),
+    }
+    return _finite(doc)
+
+
+def _isa(cells: list[dict]) -> str:
+    isas = sorted({c["protocol"]["isa"] for c in cells if c["protocol"]["isa"]})
+    return ",".join(isas)
+
+
+def _finite(v):
+    """NaN/inf (e.g. a p-value of a degenerate test) become null: the document is strict JSON."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    return v
+
+
+def save_comparison(s, doc: dict, base_id: int | None, head_id: int | None, hc_id: int | None) -> int:
+    c = m.Comparison(kind=doc["kind"], base_run_id=base_id, head_run_id=head_id, host_class_id=hc_id,
+                     base_ref=str(doc["base"]["ref"])[:255], head_ref=str(doc["head"]["ref"])[:255],
+                     summary=doc["summary"], exit_code=doc["exit_code"], document=doc, created_at=repo.now())
+    for r in doc["rows"]:
+        c.rows.append(m.ComparisonRow(
+            case_id=r["case_id"], op=r["op"], dtype=r["dtype"], threads=r["threads"], device=r["device"],
+            cache=r["cache"], spin=r["spin"], verdict=r["verdict"],
+            abs_verdict=r["abs"]["verdict"] if r["abs"] else None,
+            ratio_verdict=r["ratio"]["verdict"] if r["ratio"] else None,
+            abs_change=r["abs"]["change"] if r["abs"] else None,
+            ratio_change=r["ratio"]["change"] if r["ratio"] else None,
+            sigma_b=r["abs"]["sigma_b"] if r["abs"] else None, why=r["why"]))
+    s.add(c)
+    s.flush()
+    return c.id
+
+
+def compare_runs(s, base_id: int, head_id: int, base_ref: str, head_ref: str, opts: ABOptions) -> dict:
+    """`perfbench compare`: two stored runs (independent: Welch SE, 2 sigma_b^2)."""
+    cal = load_calibration_file(opts.calibration_file) if opts.calibration_file else None
+    doc = build_document(s, "compare", base_id, head_id, base_ref, head_ref, opts, cal, mode="stored-runs")
+    h = repo.load_run(s, head_id)
+    doc["comparison_id"] = save_comparison(s, doc, base_id, head_id, h.host_class_id)
+    return doc
+
+
+# ---- calibration ----
+
+def _key(case_id, timing_hash, dtype, threads, device, cache, spin) -> tuple:
+    return (case_id, timing_hash, dtype, int(threads), device, cache, spin)
+
+
+def sigma_lookup(s, host_class: m.HostClass, cal_file: dict | None):
+    """(row -> spreads or None, calibration metadata or None): from a calibration file when
+    given (used only if its host class is this one), else the newest calibration of the host
+    class in the database that has the cell."""
+    table: dict = {}
+    meta = None
+    if cal_file is not None:
+        if cal_file["host_class"] == host_class.key:
+            meta = {**cal_file["calibration"], "host_class": cal_file["host_class"]}
+            for c in cal_file["cells"]:
+                table[_key(c["case_id"], c["timing_hash"], c["dtype"], c["threads"], c["device"], c["cache"],
+                           c["spin"])] = c
+    else:
+        cals = s.scalars(select(m.Calibration).where(m.Calibration.host_class_id == host_class.id)
+                         .order_by(m.Calibration.id)).all()
+        for cal in cals:  # oldest first: newer calibrations overwrite
+            for c in cal.cells:
+                table[_key(c.case_id, c.timing_hash, c.dtype, c.threads, c.device, c.cache, c.spin)] = {
+                    "sigma_ab": c.sigma_ab, "sigma_ours": c.sigma_ours, "sigma_ort": c.sigma_ort,
+                    "sigma_ratio": c.sigma_ratio, "_cal": cal}
+        if cals:
+            last = cals[-1]
+            meta = {"id": last.id, "created_at": last.created_at.isoformat(), "host_class": host_class.key,
+                    "rounds": last.rounds}
+
+    def lookup(row, timing_hash):
+        c = table.get(_key(row["case_id"], timing_hash, row["dtype"], row["threads"], row["device"], row["cache"],
+                           row["spin"]))
+        if c:
+            return {"ab": c["sigma_ab"], "ours": c["sigma_ours"], "ort": c["sigma_ort"], "ratio": c["sigma_ratio"]}
+        return None
+
+    return lookup, meta
+
+
+def calibrate(opts: ABOptions, ui=None) -> dict:
+    """A/A: the working tree's build against itself, `rounds` interleaved passes over the
+    cells; stores and returns the calibration (metadata and per-cell spreads)."""
+    ui = ui or NullUI()
+    if opts.rounds < 2:
+        raise UsageError("--rounds must be >= 2 (a spread needs at least two runs)")
+    store, suite, flts, facts, settings, cells, notes = _plan(opts)
+    cells = [c for c in cells if not c.numerics_only]
+    if not cells:
+        raise UsageError("no timed cells match (numerics-only cells are not calibrated)")
+    versions = hostinfo.versions()
+    per_round: dict = {c.key: [] for c in cells}
+    hashes: dict = {}
+    with host_lock(ui), signals_as_exceptions():
+        base, head = _prepare_sides(opts, ui, same_build=True)
+        lib = load(head.build)
+        with store.session() as s:
+            host = repo.ensure_host(s, facts)
+            host_id, hc_id = host.id, host.host_class_id
+            build_pk = repo.ensure_build(s, head.build).id
+        peaks = ensure_peaks(store, host_id, build_pk, lib, facts, ui)
+        est = sum(estimate_cell_s(ops.get(c.case.op), c, settings, peaks, facts, {}) for c in cells) * 1.5
+        ui.plan(len(cells) * opts.rounds, est * opts.rounds, notes)
+        workers = _Sides(base, head)
+        t0 = time.monotonic()
+        try:
+            n_total = len(cells) * opts.rounds
+            for rnd in range(opts.rounds):
+                for j, cell in enumerate(cells):
+                    i = rnd * len(cells) + j + 1
+                    done = time.monotonic() - t0
+                    ui.start_cell(i, n_total, cell, est * opts.rounds - done if i == 1
+                                  else done / (i - 1) * (n_total - i + 1))
+                    outs = workers.measure(cell, settings, facts, float(settings["timeout_s"]), True,
+                                           on_phase=ui.phase)
+                    op = ops.get(cell.case.op)
+                    hashes[cell.key] = op.timing_definition(cell.case, cell.dtype, outs["base"].ort_dtype or cell.dtype)
+                    st = _round_stats(outs["base"], outs["head"])
+                    if st:
+                        per_round[cell.key].append(st)
+                    ui.end_cell(i, n_total, cell, (outs["head"], derive(op, cell, outs["head"], peaks, facts)))
+        finally:
+            workers.stop()
+            ui.done()
+    sigmas = spreads(per_round)
+    with store.session() as s:
+        cal = m.Calibration(host_class_id=hc_id, suite=suite.name, filters=[f.text for f in flts],
+                            rounds=opts.rounds, build_id=head.build.build_id, hostname=facts.hostname,
+                            ort_version=versions["onnxruntime"], protocol_version=PROTOCOL_VERSION,
+                            method=SPREAD_METHOD, pooled=sigmas["pooled"], created_at=repo.now())
+        for key, sg in sigmas["cells"].items():
+            case_id, dtype, threads, device, cache, spin = key
+            cal.cells.append(m.CalibrationCell(
+                case_id=case_id, timing_hash=hashes[key], dtype=dtype, threads=threads,
+                device=device, cache=cache, spin=spin, rounds=sg["rounds"], sigma_ab=sg["ab"],
+                sigma_ours=sg["ours"], sigma_ort=sg["ort"], sigma_ratio=sg["ratio"], raw=sg["raw"]))
+        s.add(cal)
+        s.flush()
+        return export_calibration(s, cal.id)
+
+
+SPREAD_METHOD = (
+    "A/A: the same build loaded twice (base, head) and ORT, interleaved as `perfbench ab`, in R rounds over the "
+    "cells. Per cell and round: d = mean log(head/base) (paired replicates), mean log time of ours (base) and of "
+    "ORT, mean log ours/ORT; each with its within-round variance s^2/n. sigma_b(ab) = sqrt(max(0, mean d^2 - "
+    "mean s^2/n)) (d has mean 0 in A/A; R degrees of freedom); the others: sqrt(max(0, var of round means - mean "
+    "s^2/n)) (R-1 degrees of freedom). Each is shrunk toward the median over cells: sqrt((dof*s^2 + 4*pooled^2) "
+    "/ (dof + 4)).")
+
+
+def _round_stats(b: CellOutcome, h: CellOutcome) -> dict | None:
+    ok = all(o.ours_status == "ok" and o.ort_status in ("ok", "ort-discrepancy") and len(o.ours_ns) >= 2
+             and min(o.ours_ns) > 0 and min(o.ort_ns) > 0 for o in (b, h))
+    if not ok:
+        return None
+    d, se, _ = stats.paired_log_change(b.ours_ns, h.ours_ns)
+    lo, lt = np.log(b.ours_ns), np.log(b.ort_ns)
+    n = lo.size
+    return {"ab": (d, se**2), "ours": (float(lo.mean()), float(lo.var(ddof=1)) / n),
+            "ort": (float(lt.mean()), float(lt.var(ddof=1)) / n),
+            "ratio": (float((lo - lt).mean()), float((lo - lt).var(ddof=1)) / n)}
+
+
+def spreads(per_round: dict) -> dict:
+    """Per cell key: sigma_b of each statistic (see SPREAD_METHOD) and the pooled values."""
+    raw = {}
+    for key, rounds in per_round.items():
+        if len(rounds) < 2:
+            continue
+        r = {}
+        ab_d = [x["ab"][0] for x in rounds]
+        ab_w = [x["ab"][1] for x in rounds]
+        r["ab"] = (math.sqrt(max(0.0, float(np.mean(np.square(ab_d))) - float(np.mean(ab_w)))), len(rounds))
+        for k in ("ours", "ort", "ratio"):
+            r[k] = (stats.between_run_sigma([x[k][0] for x in rounds], [x[k][1] for x in rounds]), len(rounds) - 1)
+        raw[key] = (r, rounds)
+    pooled = {k: float(np.median([r[k][0] for r, _ in raw.values()])) if raw else None
+              for k in ("ab", "ours", "ort", "ratio")}
+    cells = {}
+    for key, (r, rounds) in raw.items():
+        cells[key] = {k: stats.shrink_sigma(r[k][0], r[k][1], pooled[k]) for k in ("ab", "ours", "ort", "ratio")}
+        cells[key]["rounds"] = len(rounds)
+        cells[key]["raw"] = {"unshrunk": {k: r[k][0] for k in r},
+                             "round_means": {k: [x[k][0] for x in rounds] for k in ("ab", "ours", "ort", "ratio")}}
+    return {"cells": cells, "pooled": pooled}
+
+
+def export_calibration(s, cal_id: int | None = None, host_class_key: str | None = None) -> dict:
+    """A calibration as a JSON-able document (`perfbench calibration export`; `ab --calibration`)."""
+    q = select(m.Calibration)
+    if cal_id is not None:
+        q = q.where(m.Calibration.id == cal_id)
+    elif host_class_key is not None:
+        q = q.join(m.HostClass).where(m.HostClass.key == host_class_key)
+    cal = s.scalars(q.order_by(m.Calibration.id.desc())).first()
+    if cal is None:
+        raise UsageError("no calibration stored" + (f" for host class {host_class_key!r}" if host_class_key else "")
+                         + ": run `perfbench calibrate --suite S` first")
+    return {
+        "perfbench_calibration": CALIBRATION_FORMAT,
+        "host_class": cal.host_class.key,
+        "calibration": {"id": cal.id, "suite": cal.suite, "filters": cal.filters, "rounds": cal.rounds,
+                        "build_id": cal.build_id, "hostname": cal.hostname, "ort_version": cal.ort_version,
+                        "protocol_version": cal.protocol_version, "method": cal.method, "pooled": cal.pooled,
+                        "created_at": cal.created_at.isoformat()},
+        "cells": [{"case_id": c.case_id, "timing_hash": c.timing_hash, "dtype": c.dtype, "threads": c.threads,
+                   "device": c.device, "cache": c.cache, "spin": c.spin, "rounds": c.rounds, "sigma_ab": c.sigma_ab,
+                   "sigma_ours": c.sigma_ours, "sigma_ort": c.sigma_ort, "sigma_ratio": c.sigma_ratio}
+                  for c in sorted(cal.cells, key=lambda c: c.id)],
+    }
+
+
+def load_calibration_file(path: str) -> dict:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read the calibration file {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise UsageError(f"{path} is not JSON: {e}") from None
+    if not isinstance(data, dict) or data.get("perfbench_calibration") != CALIBRATION_FORMAT:
+        raise UsageError(f"{path} is not a perfbench calibration (format {CALIBRATION_FORMAT}); "
+                         "write one with `perfbench calibration export -o FILE`")
+    try:
+        for c in data["cells"]:
+            for k in ("sigma_ab", "sigma_ours", "sigma_ort", "sigma_ratio"):
+                if not (isinstance(c[k], (int, float)) and math.isfinite(c[k]) and c[k] >= 0):
+                    raise UsageError(f"{path}: a cell's {k} is not a non-negative number")
+        str(data["host_class"])
+        data["calibration"]["created_at"]
+    except (KeyError, TypeError):
+        raise UsageError(f"{path}: malformed calibration (missing keys)") from None
+    return data

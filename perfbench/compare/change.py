@@ -1,0 +1,218 @@
+"""Verdicts of change, base vs head (data, not rendering; docs/compare.md has the decision table).
+
+Per cell, two changes are tested (CONTRACTS §4): our absolute time head/base, and the ours/ORT
+ratio head/base. Each is a one-sided t-test on the log scale with SE = sqrt(within^2 +
+sigma_b^2), sigma_b from A/A calibration of that cell on this host class (a stated default
+when there is none), and Benjamini-Hochberg at q across all cells of the comparison, each
+hypothesis a family of its own:
+
+* numerics-broke (❌): head fails the gate (mismatch / error / crashed / timeout / no-kernel)
+  where base passed. Top severity, always shown, exit 1.
+* regression (🔴): confidently worse by more than m (rejects H0: change <= log(1+m)).
+* possible (⚠️): confidently worse (rejects H0: change <= 0), not confidently by more than m.
+* improvement (🟢): confidently better by more than m (mirror), or head passes where base failed.
+* unchanged (✅): everything else.
+* not-comparable (➖): comparability keys differ, the cell is on one side only, or a side has no
+  timing (below resolution, ORT failed, both builds failing).
+
+A row's verdict is the more severe of its two; both are kept. Modes: "interleaved" (`ab`: base,
+head and ORT in one rotation, replicates paired), "alternating-workers" (`ab` on ops whose
+native interface changed: each side in its own worker, replicates paired by turn) and
+"stored-runs" (`compare`: two independent runs, Welch standard error, between-run variance
+counted for both runs: 2 sigma_b^2).
+"""
+
+from __future__ import annotations
+
+import math
+
+from perfbench import stats
+
+VERDICTS = ("numerics-broke", "regression", "possible", "improvement", "unchanged", "not-comparable")
+SEVERITY = {"numerics-broke": 0, "regression": 1, "possible": 2, "improvement": 3, "not-comparable": 4,
+            "unchanged": 5}
+SUMMARY_KEYS = {"numerics-broke": "numerics_broke", "regression": "regression", "possible": "possible",
+                "improvement": "improvement", "unchanged": "unchanged", "not-comparable": "not_comparable"}
+FAILING = ("mismatch", "error", "crashed", "timeout", "no-kernel")
+MIN_EFFECT = 0.03
+Q = 0.05
+# between-run spreads (log scale) assumed for a cell with no calibration on this host class:
+# "ab" for base and head measured in one sitting; "ours"/"ratio" for one run's mean log time /
+# mean log ours/ORT (two stored runs). Chosen from this project's A/A measurements (docs/compare.md).
+DEFAULT_SIGMA = {"ab": 0.02, "ours": 0.05, "ort": 0.05, "ratio": 0.03}
+CANNOT_CATCH = [
+    "Cells outside the suite and filter this comparison ran; shapes, thread counts and dtypes it did not sweep.",
+    "Changes smaller than the minimum effect, or within the calibrated between-run noise of a cell.",
+    "Other hosts: a regression that shows only on another CPU, cache size or core count.",
+    "End-to-end effects: model-level fusion, memory use, allocation, session start-up.",
+    "Numerical drift that stays inside the tolerance (err ≤ tol) of the numerics gate.",
+]
+
+
+def cell_key(c: dict) -> tuple:
+    return (c["case_id"], c["dtype"], c["threads"], c["device"], c["cache"], c["spin"])
+
+
+def _status(c: dict | None) -> str | None:
+    return (c.get("ours") or {}).get("status") if c else None
+
+
+def _timed(c: dict) -> bool:
+    ours, ort = c.get("ours") or {}, c.get("ort") or {}
+    return (ours.get("status") == "ok" and ort.get("status") in ("ok", "ort-discrepancy")
+            and len(ours.get("replicates_ns") or []) >= 2
+            and len(ours["replicates_ns"]) == len(ort.get("replicates_ns") or [])
+            and min(ours["replicates_ns"]) > 0 and min(ort["replicates_ns"]) > 0)
+
+
+def _base_row(c: dict) -> dict:
+    return {"case_id": c["case_id"], "op": c["op"], "params": c["params"], "dtype": c["dtype"],
+            "threads": c["threads"], "device": c["device"], "cache": c["cache"], "spin": c["spin"]}
+
+
+def _numerics(b: dict | None, h: dict | None) -> dict:
+    return {"base_status": _status(b), "head_status": _status(h),
+            "base_err": (b or {}).get("numerics", {}).get("err_ours"),
+            "head_err": (h or {}).get("numerics", {}).get("err_ours"),
+            "tol": ((h or b) or {}).get("numerics", {}).get("tol")}
+
+
+def _estimate(base: list, head: list, paired: bool) -> tuple[float, float, int]:
+    if paired and len(base) == len(head):
+        return stats.paired_log_change(base, head)
+    return stats.unpaired_log_change(base, head)
+
+
+def run_incomparable(base_run: dict, head_run: dict) -> list[str]:
+    """Why two runs cannot be compared at all (their comparability keys differ), or []."""
+    why = []
+    for key, label in (("host_class", "host class"), ("ort_version", "ORT version"),
+                       ("protocol_version", "protocol version")):
+        if base_run.get(key) != head_run.get(key):
+            why.append(f"{label} differs ({base_run.get(key)} vs {head_run.get(key)})")
+    return why
+
+
+def compare_cells(base_cells: list[dict], head_cells: list[dict], *, mode: str = "stored-runs",
+                  op_modes: dict | None = None, sigma_for=None, incomparable: list[str] | None = None,
+                  min_effect: float = MIN_EFFECT, q: float = Q) -> list[dict]:
+    """Rows (one per cell key on either side) with their verdicts; see the module docstring.
+
+    sigma_for(row, timing_hash) -> dict of calibrated spreads ("ab", "ours", "ratio") or None.
+    op_modes: op name -> mode, overriding `mode` (ab measures changed ops apart)."""
+    bmap = {cell_key(c): c for c in base_cells}
+    hmap = {cell_key(c): c for c in head_cells}
+    keys = list(bmap) + [k for k in hmap if k not in bmap]
+    rows, tests = [], []
+    for k in keys:
+        b, h = bmap.get(k), hmap.get(k)
+        row = {**_base_row(h or b), "verdict": "unchanged", "why": "", "abs": None, "ratio": None,
+               "numerics": _numerics(b, h)}
+        rows.append(row)
+        bs, hs = _status(b), _status(h)
+        if incomparable:
+            row["verdict"], row["why"] = "not-comparable", "; ".join(incomparable)
+            continue
+        if b is None or h is None:
+            row["verdict"] = "not-comparable"
+            row["why"] = "only in head (new cell)" if b is None else "only in base (cell removed)"
+            continue
+        if hs in FAILING and bs not in FAILING:
+            msg = (h.get("ours") or {}).get("message") or ""
+            row["verdict"], row["why"] = "numerics-broke", f"head {hs} where base passed: {msg}".strip()
+            continue
+        if hs in FAILING and bs in FAILING:
+            row["verdict"], row["why"] = "not-comparable", f"fails in base ({bs}) and head ({hs})"
+            continue
+        if bs in FAILING:
+            row["verdict"], row["why"] = "improvement", f"head passes where base had {bs}"
+            continue
+        if b.get("timing_hash") != h.get("timing_hash"):
+            row["verdict"], row["why"] = "not-comparable", "timing definition differs (op, shapes, inputs or ORT dtype)"
+            continue
+        if b.get("numerics_only") or h.get("numerics_only"):
+            row["why"] = "numerics-only cell: the gate passed in base and head (not timed)"
+            continue
+        if not (_timed(b) and _timed(h)):
+            row["verdict"] = "not-comparable"
+            row["why"] = "no timing on " + ("both sides" if not (_timed(b) or _timed(h))
+                                            else "base" if not _timed(b) else "head") + (
+                f" ({b.get('verdict_note') or h.get('verdict_note') or 'below resolution or ORT failed'})")
+            continue
+        cell_mode = (op_modes or {}).get(row["op"], mode)
+        paired = cell_mode != "stored-runs"
+        cal = sigma_for(row, h.get("timing_hash")) if sigma_for else None
+        bo, ho = b["ours"]["replicates_ns"], h["ours"]["replicates_ns"]
+        bt, ht = b["ort"]["replicates_ns"], h["ort"]["replicates_ns"]
+        for metric, base_v, head_v, skey in (
+                ("abs", bo, ho, "ab" if paired else "ours"),
+                ("ratio", [x / y for x, y in zip(bo, bt)], [x / y for x, y in zip(ho, ht)],
+                 "ab" if paired else "ratio")):
+            d, se_w, dof = _estimate(base_v, head_v, paired)
+            source = "calibrated" if cal and cal.get(skey) is not None else "default"
+            sigma = cal[skey] if source == "calibrated" else DEFAULT_SIGMA[skey]
+            # one run's spread enters once per run: a paired sitting is one, two stored runs are two
+            sigma_used = sigma if paired else math.sqrt(2) * sigma
+            t = stats.change_test(d, se_w, dof, sigma_used, min_effect)
+            bv = stats.median(base_v) if metric == "abs" else math.exp(float(_mean_log(base_v)))
+            hv = stats.median(head_v) if metric == "abs" else math.exp(float(_mean_log(head_v)))
+            row[metric] = {"verdict": "unchanged", "base": bv, "head": hv, "change": math.expm1(d),
+                           "ci_low": math.expm1(t.lo), "ci_high": math.expm1(t.hi), "sigma_b": sigma_used,
+                           "sigma_source": source, "n": dof + 1, "p_worse": t.p_worse, "p_worse_m": t.p_worse_m,
+                           "p_better": t.p_better, "p_better_m": t.p_better_m}
+            tests.append(row[metric])
+    _bh_verdicts(tests, q)
+    for row in rows:
+        if row["abs"] or row["ratio"]:
+            row["verdict"] = min((row[m]["verdict"] for m in ("abs", "ratio") if row[m]), key=SEVERITY.get)
+    return rows
+
+
+def _mean_log(values: list) -> float:
+    return sum(math.log(v) for v in values) / len(values)
+
+
+def _bh_verdicts(tests: list[dict], q: float) -> None:
+    """Benjamini-Hochberg at q over all tests of one hypothesis (each hypothesis a family),
+    then the verdict of each test from what was rejected."""
+    if not tests:
+        return
+    rej = {h: stats.benjamini_hochberg([t[h] for t in tests], q) for h in ("p_worse", "p_worse_m", "p_better_m")}
+    for i, t in enumerate(tests):
+        if rej["p_worse_m"][i]:
+            t["verdict"] = "regression"
+        elif rej["p_worse"][i]:
+            t["verdict"] = "possible"
+        elif rej["p_better_m"][i]:
+            t["verdict"] = "improvement"
+
+
+def summary(rows: list[dict]) -> dict:
+    out = {v: 0 for v in SUMMARY_KEYS.values()}
+    for r in rows:
+        out[SUMMARY_KEYS[r["verdict"]]] += 1
+    return out
+
+
+def exit_code(rows: list[dict]) -> int:
+    """1 on any ❌, or 🔴 on either the absolute or the ours/ORT verdict (CONTRACTS §6)."""
+    for r in rows:
+        if r["verdict"] == "numerics-broke":
+            return 1
+        if any(r[m] and r[m]["verdict"] == "regression" for m in ("abs", "ratio")):
+            return 1
+    return 0
+
+
+def calibration_info(cal_meta: dict | None, rows: list[dict], age_s: float | None) -> dict:
+    """Where the sigma_b of this comparison came from (shown wherever it is used)."""
+    used = [r[m] for r in rows for m in ("abs", "ratio") if r[m]]
+    n_cal = sum(1 for r in rows if r["abs"] and r["abs"]["sigma_source"] == "calibrated")
+    n_def = sum(1 for r in rows if r["abs"] and r["abs"]["sigma_source"] == "default")
+    source = "default" if not n_cal else "calibrated" if not n_def else "mixed"
+    if not used:
+        source = "calibrated" if cal_meta else "default"
+    meta = cal_meta or {}
+    return {"source": source, "calibration_id": meta.get("id"), "measured_at": meta.get("created_at"),
+            "age_s": age_s, "host_class": meta.get("host_class"), "rounds": meta.get("rounds"),
+            "default_sigma": DEFAULT_SIGMA["ab"], "cells_calibrated": n_cal, "cells_default": n_def}
