@@ -162,3 +162,50 @@ def test_benjamini_hochberg_nan_is_never_rejected():
     assert out == [False, True, False, True]
     assert stats.benjamini_hochberg([float("nan")] * 3) == [False, False, False]
     assert stats.benjamini_hochberg([]) == []
+
+
+# ---- tests of change (base vs head) ----
+
+def test_change_test_matches_t_distribution_by_hand():
+    d, se_w, dof, sb, m = 0.05, 0.01, 7, 0.02, 0.03
+    t = stats.change_test(d, se_w, dof, sb, m)
+    se = math.sqrt(se_w**2 + sb**2)
+    assert t.se == pytest.approx(se)
+    assert t.p_worse == pytest.approx(st.t.sf(d / se, dof))
+    assert t.p_worse_m == pytest.approx(st.t.sf((d - math.log(1.03)) / se, dof))
+    assert t.p_better == pytest.approx(st.t.cdf(d / se, dof))
+    assert t.p_better_m == pytest.approx(st.t.cdf((d + math.log(1.03)) / se, dof))
+    half = st.t.ppf(0.975, dof) * se
+    assert (t.lo, t.hi) == (pytest.approx(d - half), pytest.approx(d + half))
+
+
+def test_sigma_b_widens_the_test_so_a_tight_within_run_change_is_not_significant():
+    # 4% slower with almost no within-run spread: significant without sigma_b, not with 5%
+    assert stats.change_test(0.04, 0.001, 7, 0.0, 0.03).p_worse < 1e-6
+    assert stats.change_test(0.04, 0.001, 7, 0.05, 0.03).p_worse > 0.2
+
+
+def test_paired_and_unpaired_log_change():
+    base = [100.0, 110.0, 90.0, 105.0]
+    head = [110.0, 121.0, 99.0, 115.5]  # exactly +10% each
+    d, se, dof = stats.paired_log_change(base, head)
+    assert d == pytest.approx(math.log(1.1)) and se == pytest.approx(0.0, abs=1e-12) and dof == 3
+    d2, se2, dof2 = stats.unpaired_log_change(base, head)
+    assert d2 == pytest.approx(math.log(1.1))
+    lb, lh = np.log(base), np.log(head)
+    assert se2 == pytest.approx(math.sqrt(lb.var(ddof=1) / 4 + lh.var(ddof=1) / 4))
+    assert dof2 >= 1
+    with pytest.raises(ValueError):
+        stats.paired_log_change([1.0, 2.0], [1.0])
+
+
+def test_between_run_sigma_and_shrinkage():
+    # round means spread with variance 0.01^2 + within 0.005^2: the between part is what is left
+    means = [0.0, 0.02, -0.02, 0.01, -0.01]
+    within = [0.004**2] * 5
+    var = np.var(means, ddof=1)
+    assert stats.between_run_sigma(means, within) == pytest.approx(math.sqrt(var - 0.004**2))
+    assert stats.between_run_sigma([0.0, 0.0001], [0.01, 0.01]) == 0.0  # floored at zero
+    assert stats.shrink_sigma(0.10, 2, 0.02) == pytest.approx(math.sqrt((2 * 0.01 + 4 * 0.0004) / 6))
+    with pytest.raises(ValueError):
+        stats.between_run_sigma([0.1], [0.0])
