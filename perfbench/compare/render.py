@@ -8,6 +8,7 @@ import io
 import json
 import math
 
+from perfbench.compare.escape import md_text
 from perfbench.compare.views import short_case
 
 LEGEND = (
@@ -155,22 +156,18 @@ def _grid(headers: list, rows: list, color: bool = False) -> str:
     return "\n".join(out)
 
 
-def _md_escape(s: str) -> str:
-    out = []
-    for ch in str(s):
-        if ch in "\\`*_{}[]()<>#+!|~":
-            out.append("\\" + ch)
-        else:
-            out.append(ch)
-    return "".join(out).replace("\n", " ")
+def _md_escape(s) -> str:
+    """Repository/data text for markdown: render_change.md_text (no HTML, links, mentions, autolinks,
+    table breaks), without its length cap (a row's cells are short; the legend is ours)."""
+    return md_text(s, limit=100_000)
 
 
 def markdown(doc: dict) -> str:
     r = doc["run"]
-    lines = [f"### perfbench run {r['id']}: suite `{_md_escape(r['suite'])}` ({r['status']}"
+    lines = [f"### perfbench run {r['id']}: suite {_md_escape(r['suite'])} ({_md_escape(r['status'])}"
              + (", partial" if r["partial"] else "") + ")", "",
-             f"Host class: {_md_escape(r['host_class'])} · ORT {r['ort_version']} · commit "
-             f"{(r['git_sha'] or 'unknown')[:12]}{' (dirty)' if r['dirty'] else ''}", "",
+             f"Host class: {_md_escape(r['host_class'])} · ORT {_md_escape(r['ort_version'])} · commit "
+             f"{_md_escape((r['git_sha'] or 'unknown')[:12])}{' (dirty)' if r['dirty'] else ''}", "",
              "| case | dtype | threads | ours | ORT | ours/ORT [95% CI] | verdict | ours throughput | numerics | ORT path |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in doc["cells"]:
@@ -182,11 +179,11 @@ def markdown(doc: dict) -> str:
               "|---|---|---|---|---|---|---|---|---|---|"]
     for s in doc["summary"]:
         k = s["counts"]
-        lines.append(f"| {_md_escape(s['op'])} | {s['dtype']} | {s['threads']} | "
+        lines.append(f"| {_md_escape(s['op'])} | {_md_escape(s['dtype'])} | {s['threads']} | "
                      + ("-" if s["fast_1"] is None else f"{100 * s['fast_1']:.0f}%")
                      + f" | {k['win']} | {k['loss']} | {k['undecided']} | {k['fail']} | {k['n/a']} | "
                      + ("-" if s["geomean_ratio"] is None else f"{s['geomean_ratio']:.3f}") + " |")
-    lines += ["", _md_escape(LEGEND)]
+    lines += ["", LEGEND]  # ours, not data
     return "\n".join(lines) + "\n"
 
 
