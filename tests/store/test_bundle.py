@@ -241,7 +241,7 @@ def test_invalidate(src, tmp_path):
     assert "INVALIDATED: thermal throttling" in pb(env, "runs", db=url).stdout
 
 
-def test_migration_0002_upgrades_a_0001_database(tmp_path):
+def test_migrations_upgrade_a_0001_database_to_head(tmp_path):
     from alembic import command
     from sqlalchemy import create_engine, inspect
 
@@ -262,7 +262,9 @@ def test_migration_0002_upgrades_a_0001_database(tmp_path):
     store = dbmod.Store(url)  # migrates on open
     with store.engine.connect() as conn:
         cols = {c["name"] for c in inspect(conn).get_columns("runs")}
-        assert {"invalidated_at", "invalidated_why"} <= cols
-        assert conn.exec_driver_sql("select version_num from alembic_version").scalar() == "0002"
+        assert {"invalidated_at", "invalidated_why", "origin"} <= cols
+        assert {"calibrations", "calibration_cells", "comparisons", "comparison_rows"} <= set(
+            inspect(conn).get_table_names())
+        assert conn.exec_driver_sql("select version_num from alembic_version").scalar() == "0003"
         assert conn.exec_driver_sql("select key from host_classes").scalar() == "k"
     store.dispose()
