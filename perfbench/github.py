@@ -1,4 +1,5 @@
-"""The GitHub client: the one module that talks to GitHub (PR comments now, tickets later).
+"""The GitHub client: the one module that talks to GitHub (PR comments, finding a PR by its head
+commit; tickets later).
 
 * `repo` is OWNER/NAME; the token comes from an argument or `GITHUB_TOKEN` and is never printed,
   logged, put in an exception or a repr (anything that could carry it is redacted to `***`).
@@ -22,7 +23,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
-from perfbench.errors import RemoteError, UsageError
+from perfbench.errors import PerfbenchError, RemoteError, UsageError
 
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
@@ -34,6 +35,8 @@ RETRIES = 2  # extra attempts after a 5xx
 RETRY_DELAY_S = 0.2  # first backoff; doubled each retry
 TRUNCATION_NOTE = ("\n\n---\n**Truncated by perfbench**: the full comment was {n} characters, "
                    "over GitHub's limit of {limit}.")
+SHA_RE = re.compile(r"^[0-9a-fA-F]{40}$")
+BRANCH_RE = re.compile(r"^[^\x00-\x20\x7f~^:?*\[\\]+$")  # git's forbidden ref characters, roughly
 REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 _LINK_RE = re.compile(r'<([^>]*)>\s*;\s*rel="?([^";]+)"?')
 
@@ -50,6 +53,18 @@ class GitHubError(RemoteError):
     @property
     def retryable(self) -> bool:
         return self.status is not None and 500 <= self.status < 600
+
+
+class NoSinglePullRequest(PerfbenchError):
+    """No open pull request, or more than one, has the head commit asked for. GitHub answered
+    fine, so this is not a remote failure: exit code 1 (a "not found" verdict, CONTRACTS §6).
+    `numbers` lists the candidates (empty when none)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, numbers: list[int]):
+        self.numbers = numbers
+        super().__init__(message)
 
 
 def resolve_api_url(api_url: str | None = None) -> str:
@@ -69,6 +84,15 @@ def check_repo(repo: str) -> tuple[str, str]:
         raise UsageError(f"--repo {repo!r} is not OWNER/NAME (example: --repo octo-org/perfbench)")
     owner, name = repo.split("/")
     return owner, name
+
+
+def check_sha(sha: str) -> str:
+    """A full commit SHA (40 hex digits) -> lower case, or a UsageError."""
+    sha = (sha or "").strip()
+    if not SHA_RE.match(sha):
+        raise UsageError(f"--sha {sha!r} is not a full commit SHA (40 hex digits, e.g. the output of "
+                         "`git rev-parse HEAD`)")
+    return sha.lower()
 
 
 def with_marker(body: str, marker: str = MARKER, limit: int = BODY_LIMIT) -> str:
@@ -156,7 +180,10 @@ class GitHubClient:
             gh_msg = payload.strip()[:300]
         said = f" (GitHub said: {gh_msg})" if gh_msg else ""
         hdr = headers or {}
-        perms = f"check GITHUB_TOKEN has `issues: write` / `pull-requests: write` for {self.repo}"
+        if method == "GET":
+            perms = f"check GITHUB_TOKEN can read {self.repo} (`pull-requests: read`, `issues: read`)"
+        else:
+            perms = f"check GITHUB_TOKEN has `issues: write` / `pull-requests: write` for {self.repo}"
         if status in (403, 429) and (hdr.get("X-RateLimit-Remaining") == "0" or hdr.get("Retry-After")
                                      or "rate limit" in gh_msg.lower()):
             reset = hdr.get("X-RateLimit-Reset")
@@ -246,20 +273,15 @@ class GitHubClient:
             raise UsageError(f"{what} must be a positive integer, not {n!r}")
         return n
 
-    def list_issue_comments(self, pr: int) -> list[dict]:
-        """Every comment on an issue or PR, oldest first, following the Link header's rel="next"."""
-        pr = self._check_number(pr, "the PR number")
-        url = self._url(f"/repos/{self.owner}/{self.name}/issues/{pr}/comments", per_page=PER_PAGE)
-        if self.dry_run:
-            self._describe("GET", url)
-            return []
+    def _get_pages(self, url: str, what: str, items: str) -> list:
+        """GET `url` and every page after it (the Link header's rel="next", same host only);
+        each page must be a JSON list. `items` names them in messages ("comments")."""
         base = urllib.parse.urlsplit(self.api_url)
-        what = f"repo {self.repo} or PR #{pr}"
-        out: list[dict] = []
+        out: list = []
         for _ in range(MAX_PAGES):
             payload, headers = self._request("GET", url, what=what)
             if not isinstance(payload, list):
-                raise GitHubError(None, f"GitHub's answer to GET {url} is not a list of comments")
+                raise GitHubError(None, f"GitHub's answer to GET {url} is not a list of {items}")
             out += payload
             nxt = {rel: u for u, rel in _LINK_RE.findall(headers.get("Link") or "")}.get("next")
             if not nxt:
@@ -268,7 +290,76 @@ class GitHubClient:
             if urllib.parse.urlsplit(nxt)[:2] != base[:2]:
                 raise GitHubError(None, f"GitHub's next page {nxt} is on another host; not sending the token there")
             url = nxt
-        raise GitHubError(None, f"more than {MAX_PAGES} pages of comments on PR #{pr}; giving up")
+        raise GitHubError(None, f"more than {MAX_PAGES} pages of {items} ({what}); giving up")
+
+    def list_issue_comments(self, pr: int) -> list[dict]:
+        """Every comment on an issue or PR, oldest first, following the Link header's rel="next"."""
+        pr = self._check_number(pr, "the PR number")
+        url = self._url(f"/repos/{self.owner}/{self.name}/issues/{pr}/comments", per_page=PER_PAGE)
+        if self.dry_run:
+            self._describe("GET", url)
+            return []
+        return self._get_pages(url, f"repo {self.repo} or PR #{pr}", "comments")
+
+    def open_pulls_with_head(self, sha: str, head_branch: str | None = None,
+                             head_owner: str | None = None) -> list[dict]:
+        """The OPEN pull requests of this repository whose head commit is exactly `sha`, lowest
+        number first. With `head_branch` (and `head_owner`, default this repository's owner; a
+        fork's owner for a PR from a fork) it lists `GET /pulls?state=open&head=OWNER:BRANCH`;
+        when that finds none, or without a branch, it asks `GET /commits/{sha}/pulls` (the PRs
+        GitHub associates with the commit). Either way only PRs whose `head.sha` equals `sha` are
+        kept: a PR pushed to since (or one that merely contains the commit) is not this one."""
+        sha = check_sha(sha)
+        if head_owner is not None and not head_branch:
+            raise UsageError("--head-owner needs --head-branch (GitHub filters PRs by OWNER:BRANCH)")
+        if head_branch is not None and not BRANCH_RE.match(head_branch):
+            raise UsageError(f"--head-branch {head_branch!r} is not a branch name")
+        owner = head_owner if head_owner is not None else self.owner
+        if not REPO_RE.match(f"{owner}/x"):
+            raise UsageError(f"--head-owner {owner!r} is not a GitHub user or organization name")
+        urls = []
+        if head_branch:
+            urls.append((self._url(f"/repos/{self.owner}/{self.name}/pulls", state="open",
+                                   head=f"{owner}:{head_branch}", per_page=PER_PAGE), f"repo {self.repo}"))
+        urls.append((self._url(f"/repos/{self.owner}/{self.name}/commits/{sha}/pulls", per_page=PER_PAGE),
+                     f"repo {self.repo} or commit {sha}"))
+        if self.dry_run:
+            for i, (url, _) in enumerate(urls):
+                if i:
+                    self.log("dry-run: and, when that finds no open PR with this head commit:")
+                self._describe("GET", url)
+            return []
+        for url, what in urls:
+            found = {}
+            for p in self._get_pages(url, what, "pull requests"):
+                if not isinstance(p, dict):
+                    raise GitHubError(None, f"GitHub's answer to GET {url} is not a list of pull requests")
+                head = p.get("head") if isinstance(p.get("head"), dict) else {}
+                number = p.get("number")
+                if (p.get("state") == "open" and str(head.get("sha") or "").lower() == sha
+                        and isinstance(number, int) and not isinstance(number, bool)):
+                    found[number] = p
+            if found:
+                return [found[n] for n in sorted(found)]
+        return []
+
+    def pr_number_for_sha(self, sha: str, head_branch: str | None = None, head_owner: str | None = None) -> int:
+        """The number of the one open PR whose head commit is `sha` (see open_pulls_with_head).
+        None, or several, is a NoSinglePullRequest (exit code 1) that says which."""
+        sha = check_sha(sha)
+        pulls = self.open_pulls_with_head(sha, head_branch, head_owner)
+        numbers = [int(p["number"]) for p in pulls]
+        where = f" (head branch {head_owner or self.owner}:{head_branch})" if head_branch else ""
+        if not numbers:
+            raise NoSinglePullRequest(
+                f"no open pull request has head SHA {sha} in {self.repo}{where}: the PR was closed or "
+                "pushed to since (a run on the new head reports there), or this commit was never a PR's head", [])
+        if len(numbers) > 1:
+            listed = ", ".join(f"#{n}" for n in numbers)
+            raise NoSinglePullRequest(
+                f"several open pull requests have head SHA {sha} in {self.repo}: {listed}; "
+                "refusing to guess which one is meant", numbers)
+        return numbers[0]
 
     def create_issue_comment(self, pr: int, body: str, retry: bool = False) -> dict:
         """POST a new comment. Not retried by default: a 5xx may still have created it."""

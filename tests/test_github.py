@@ -1,5 +1,6 @@
-"""perfbench/github.py and `perfbench bot comment` against a local HTTP server that emulates
-GitHub's issue-comment endpoints and records every request it gets."""
+"""perfbench/github.py, `perfbench bot comment` and `perfbench bot pr-number` against a local HTTP
+server that emulates GitHub's issue-comment and pull-request endpoints and records every request
+it gets. (tests/test_workflows.py reuses the server for ci/post-comment.sh.)"""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import re
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
 from perfbench import github as gh
 from perfbench.errors import UsageError
-from perfbench.github import BODY_LIMIT, MARKER, GitHubClient, GitHubError
+from perfbench.github import BODY_LIMIT, MARKER, GitHubClient, GitHubError, NoSinglePullRequest
 from tests.conftest import ROOT, perfbench_cmd
 
 TOKEN = "ghp_SECRET_TEST_TOKEN_123"
@@ -36,7 +37,21 @@ class FakeGitHub:
         self.per_page_cap = 100  # the page size the fake really serves (GitHub caps at 100)
         self.next_id = 1000
         self.create_anyway_on_fail = False  # a POST that 5xx's but did create the comment
+        self.pulls: list[dict] = []  # pull requests, as GitHub lists them (see add_pull)
         self.lock = threading.Lock()
+
+    def add_pull(self, number, sha, state="open", branch="feature", owner=None, commits=None):
+        """A PR whose head is `sha` on OWNER:BRANCH (owner: the repo's, or a fork's); `commits`
+        are the commits GitHub associates it with (default: its head)."""
+        owner = owner or REPO.split("/")[0]
+        p = {"number": number, "state": state,
+             "html_url": f"https://github.example/{REPO}/pull/{number}",
+             "head": {"sha": sha, "ref": branch, "label": f"{owner}:{branch}",
+                      "repo": {"full_name": f"{owner}/kernels", "owner": {"login": owner}}},
+             "base": {"ref": "main", "repo": {"full_name": REPO}},
+             "_commits": list(commits or [sha])}
+        self.pulls.append(p)
+        return p
 
     def add(self, pr, body, user="someone"):
         self.next_id += 1
@@ -80,9 +95,47 @@ def make_handler(state: FakeGitHub):
                 return status
             return None
 
+        def _paged(self, url, items):
+            """One page of `items` as GitHub serves it (per_page capped, a Link header)."""
+            q = parse_qs(url.query)
+            per = min(int(q.get("per_page", ["30"])[0]), state.per_page_cap)
+            page = int(q.get("page", ["1"])[0])
+            pages = max(1, -(-len(items) // per))
+            links = []
+            rest = urlencode([(k, v[0]) for k, v in q.items() if k not in ("page", "per_page")])
+            base = f"http://{self.headers['Host']}{url.path}?" + (rest + "&" if rest else "")
+            if page < pages:
+                links.append(f'<{base}per_page={per}&page={page + 1}>; rel="next"')
+                links.append(f'<{base}per_page={per}&page={pages}>; rel="last"')
+            hdr = {"Link": ", ".join(links)} if links else {}
+            public = [{k: v for k, v in p.items() if not k.startswith("_")} for p in items]
+            return self._send(200, public[(page - 1) * per: page * per], hdr)
+
+        def _pulls(self, url):
+            """Answer GET /pulls?state=&head=OWNER:BRANCH or GET /commits/{sha}/pulls: True if it did."""
+            m_pulls = re.fullmatch(rf"/api/v3/repos/{REPO}/pulls", url.path)
+            m_commit = re.fullmatch(rf"/api/v3/repos/{REPO}/commits/([0-9a-f]{{40}})/pulls", url.path)
+            if self.command != "GET" or not (m_pulls or m_commit):
+                return False
+            status = self._scripted_failure("pulls")
+            if status is not None:
+                self._send(status, state.fail_body, state.fail_headers)
+            elif m_commit:  # GitHub: the PRs associated with the commit, in any state
+                self._paged(url, [p for p in state.pulls if m_commit.group(1) in p["_commits"]])
+            else:
+                q = parse_qs(url.query)
+                want = q.get("state", ["open"])[0]
+                items = [p for p in state.pulls if want == "all" or p["state"] == want]
+                if "head" in q:
+                    items = [p for p in items if p["head"]["label"] == q["head"][0]]
+                self._paged(url, items)
+            return True
+
         def _handle(self):
             rec = self._record()
             url = urlsplit(self.path)
+            if self._pulls(url):
+                return None
             m_list = re.fullmatch(rf"/api/v3/repos/{REPO}/issues/(\d+)/comments", url.path)
             m_upd = re.fullmatch(rf"/api/v3/repos/{REPO}/issues/comments/(\d+)", url.path)
             kind = "list" if (m_list and self.command == "GET") else "create" if m_list else "update"
@@ -431,4 +484,177 @@ def test_cli_dry_run_and_missing_token(server, env, tmp_path):
     assert r.returncode == 0, r.stderr
     assert server.requests == []
     assert "dry-run" in r.stdout and "the report" in r.stdout and MARKER in r.stdout
+    assert "Authorization: Bearer ***" in r.stdout and TOKEN not in r.stdout + r.stderr
+
+
+# -- finding the PR by its head commit (`perfbench bot pr-number`) ------------------------------
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+OTHER = "89abcdef0123456789abcdef0123456789abcdef"
+
+
+def gets(server):
+    return [r["path"] for r in server.requests if r["method"] == "GET"]
+
+
+def test_pr_number_by_head_branch(server):
+    server.add_pull(4, OTHER, branch="other")
+    server.add_pull(5, SHA, branch="feature")
+    assert client(server).pr_number_for_sha(SHA, head_branch="feature") == 5
+    assert gets(server) == [f"/api/v3/repos/{REPO}/pulls?state=open&head=octo-org%3Afeature&per_page=100"]
+
+
+def test_pr_number_by_commit_without_branch(server):
+    server.add_pull(4, OTHER, branch="other")
+    server.add_pull(5, SHA, branch="feature")
+    assert client(server).pr_number_for_sha(SHA.upper()) == 5  # any case in, GitHub's lower case matched
+    assert gets(server) == [f"/api/v3/repos/{REPO}/commits/{SHA}/pulls?per_page=100"]
+
+
+def test_pr_number_from_a_fork(server):
+    server.add_pull(8, SHA, owner="forker", branch="main")  # a fork's branch may share our branch's name
+    server.add_pull(2, OTHER, branch="main")
+    assert client(server).pr_number_for_sha(SHA, head_branch="main", head_owner="forker") == 8
+    assert gets(server)[0].endswith("head=forker%3Amain&per_page=100") and len(gets(server)) == 1
+    # the owner left out: octo-org:main is PR #2 with another head, so it falls back to the commit
+    server.requests.clear()
+    assert client(server).pr_number_for_sha(SHA, head_branch="main") == 8
+    assert len(gets(server)) == 2 and f"/commits/{SHA}/pulls" in gets(server)[1]
+
+
+def test_pr_number_not_found(server):
+    server.add_pull(4, OTHER)
+    with pytest.raises(NoSinglePullRequest) as ei:
+        client(server).pr_number_for_sha(SHA, head_branch="feature")
+    assert ei.value.exit_code == 1 and ei.value.numbers == []
+    assert f"no open pull request has head SHA {SHA} in {REPO}" in str(ei.value)
+    assert "octo-org:feature" in str(ei.value)
+
+
+def test_pr_number_ignores_other_heads_and_closed(server):
+    server.add_pull(5, OTHER, commits=[SHA, OTHER])  # contains SHA, but pushed to since: its head moved on
+    server.add_pull(6, SHA, state="closed")  # the right head, but closed
+    server.add_pull(7, SHA, state="open", branch="feature")
+    server.pulls[-1]["head"]["sha"] = OTHER  # listed under the branch, but another head
+    c = client(server)
+    with pytest.raises(NoSinglePullRequest, match="no open pull request"):
+        c.pr_number_for_sha(SHA)
+    with pytest.raises(NoSinglePullRequest, match="no open pull request"):
+        c.pr_number_for_sha(SHA, head_branch="feature")
+    assert c.open_pulls_with_head(SHA) == []
+
+
+def test_pr_number_two_candidates_refused(server):
+    server.add_pull(9, SHA, branch="b")
+    server.add_pull(3, SHA, branch="a")
+    with pytest.raises(NoSinglePullRequest) as ei:
+        client(server).pr_number_for_sha(SHA)
+    assert ei.value.numbers == [3, 9] and ei.value.exit_code == 1
+    assert "#3, #9" in str(ei.value) and "refusing" in str(ei.value)
+
+
+def test_pr_number_pagination(server):
+    server.per_page_cap = 2  # 5 PRs associated with the commit -> 3 pages; the open one is last
+    for n in range(10, 14):
+        server.add_pull(n, OTHER, state="closed", commits=[SHA])
+    server.add_pull(20, SHA)
+    assert client(server).pr_number_for_sha(SHA) == 20
+    paths = gets(server)
+    assert len(paths) == 3 and paths[1].endswith("page=2") and paths[2].endswith("page=3")
+    # the same on the branch listing, whose query must survive into the next page's URL
+    server.requests.clear()
+    server.pulls = []
+    for n in range(30, 34):
+        server.add_pull(n, OTHER, branch="feature")
+    server.add_pull(40, SHA, branch="feature")
+    assert client(server).pr_number_for_sha(SHA, head_branch="feature") == 40
+    paths = gets(server)
+    assert len(paths) == 3 and all("head=octo-org%3Afeature" in p for p in paths)
+
+
+def test_pr_number_404_403_5xx(server):
+    with pytest.raises(GitHubError) as ei:
+        GitHubClient("octo-org/missing", token=TOKEN, api_url=server.api_url).pr_number_for_sha(SHA)
+    assert ei.value.status == 404 and ei.value.exit_code == 5
+    assert "not found (404)" in str(ei.value) and "octo-org/missing" in str(ei.value) and SHA in str(ei.value)
+
+    server.fail[("GET", "pulls")] = [403]
+    server.fail_body = {"message": "Resource not accessible by integration"}
+    with pytest.raises(GitHubError) as ei:
+        client(server).pr_number_for_sha(SHA, head_branch="feature")
+    msg = str(ei.value)
+    assert ei.value.status == 403 and "refused the token (403)" in msg and "pull-requests: read" in msg
+    assert "Resource not accessible by integration" in msg and TOKEN not in msg
+
+    server.add_pull(5, SHA)
+    server.fail[("GET", "pulls")] = [502]  # retried like any GET
+    assert client(server).pr_number_for_sha(SHA) == 5
+
+
+@pytest.mark.parametrize("sha", ["", "0123", SHA + "0", SHA[:-1] + "g", " " * 40])
+def test_pr_number_bad_sha(server, sha):
+    with pytest.raises(UsageError, match="40 hex digits"):
+        client(server).pr_number_for_sha(sha)
+    assert server.requests == []
+
+
+def test_pr_number_bad_branch_or_owner(server):
+    c = client(server)
+    with pytest.raises(UsageError, match="needs --head-branch"):
+        c.pr_number_for_sha(SHA, head_owner="forker")
+    with pytest.raises(UsageError, match="not a branch name"):
+        c.pr_number_for_sha(SHA, head_branch="a b")
+    with pytest.raises(UsageError, match="not a GitHub user"):
+        c.pr_number_for_sha(SHA, head_branch="x", head_owner="a/b")
+    assert server.requests == []
+
+
+def pbn(env, *args):
+    return subprocess.run(perfbench_cmd() + ["bot", "pr-number", "--repo", REPO] + list(args), env=env,
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_cli_pr_number(server, env):
+    server.add_pull(5, SHA, owner="forker", branch="fix")
+    r = pbn(env, "--sha", SHA, "--head-branch", "fix", "--head-owner", "forker", "--api-url", server.api_url)
+    assert (r.returncode, r.stdout) == (0, "5\n"), r.stderr
+    env["GITHUB_API_URL"] = server.api_url
+    r = pbn(env, "--sha", SHA)
+    assert (r.returncode, r.stdout) == (0, "5\n"), r.stderr
+
+    r = pbn(env, "--sha", OTHER)
+    assert r.returncode == 1 and r.stdout == ""
+    assert f"no open pull request has head SHA {OTHER}" in r.stderr
+
+    server.add_pull(6, SHA, branch="other")
+    r = pbn(env, "--sha", SHA)
+    assert r.returncode == 1 and r.stdout == "" and "#5, #6" in r.stderr
+
+    r = pbn(env, "--sha", "abc")
+    assert r.returncode == 2 and "40 hex digits" in r.stderr
+    assert all(TOKEN not in x for x in (r.stdout, r.stderr))
+    assert all(rq["headers"].get("Authorization") == f"Bearer {TOKEN}" for rq in server.requests)
+
+
+def test_cli_pr_number_errors_never_print_the_token(server, env):
+    server.fail[("GET", "pulls")] = [403]
+    server.fail_body = {"message": f"no, and here is your token back: {TOKEN}"}
+    r = pbn(env, "--sha", SHA, "--api-url", server.api_url)
+    assert r.returncode == 5 and "refused the token (403)" in r.stderr
+    assert TOKEN not in r.stdout + r.stderr and "***" in r.stderr
+
+    r = pbn(env, "--sha", SHA, "--api-url", server.api_url + "/nowhere")
+    assert r.returncode == 5 and "not found (404)" in r.stderr and TOKEN not in r.stdout + r.stderr
+
+
+def test_cli_pr_number_dry_run_and_missing_token(server, env):
+    del env["GITHUB_TOKEN"]
+    r = pbn(env, "--sha", SHA, "--api-url", server.api_url)
+    assert r.returncode == 2 and "GITHUB_TOKEN is not set" in r.stderr
+    env["GITHUB_TOKEN"] = TOKEN
+    r = pbn(env, "--sha", SHA, "--head-branch", "fix", "--api-url", server.api_url, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert server.requests == []
+    assert f"GET {server.api_url}/repos/{REPO}/pulls?state=open&head=octo-org%3Afix&per_page=100" in r.stdout
+    assert f"/commits/{SHA}/pulls" in r.stdout
     assert "Authorization: Bearer ***" in r.stdout and TOKEN not in r.stdout + r.stderr
