@@ -28,7 +28,7 @@ from sqlalchemy import select
 from perfbench import PROTOCOL_VERSION, ops, revisions, stats, suites
 from perfbench import filters as filt
 from perfbench.compare import change, views
-from perfbench.errors import Interrupted, UsageError
+from perfbench.errors import BuildError, Interrupted, UsageError
 from perfbench.kernels_ffi import builder, load
 from perfbench.runner import (
     NullUI,
@@ -48,6 +48,7 @@ from perfbench.timing.worker import Worker
 
 CALIBRATION_FORMAT = 1
 LABELS = ("base", "head")
+NOT_MEASURED = "not measured"  # the message prefix of a build that did not fail but was not measured
 
 
 @dataclass
@@ -121,34 +122,58 @@ def _merge(parts: list[CellOutcome]) -> CellOutcome:
 
 
 class _Sides:
-    """Workers for both sides: one with both builds (interleaved), and per-side workers of each
-    side's own checkout for ops whose interface changed (alternating)."""
+    """Workers for both sides: one with both builds (interleaved); one per build of this
+    checkout (to measure a side again on its own when the other crashed the shared worker); and
+    per-side workers of each side's own checkout, for ops whose interface changed (alternating)."""
 
     def __init__(self, base: revisions.Side, head: revisions.Side):
-        self.base, self.head = base, head
+        self.sides = {"base": base, "head": head}
         self.together = Worker(base.build.to_dict(), sides={s.label: s.build.to_dict() for s in (base, head)})
+        self.solo = {s.label: Worker(s.build.to_dict()) for s in (base, head)}
         self.apart = {s.label: Worker(s.build.to_dict(), checkout=str(s.checkout)) for s in (base, head)}
 
-    def measure(self, cell, settings, facts, timeout_s, interleaved: bool, on_phase=None) -> dict:
-        if interleaved:
-            return self.together.measure(_spec(cell, settings, facts), timeout_s, on_phase=on_phase)
+    def _run(self, worker, label, spec, timeout_s, on_phase):
+        try:
+            return worker.measure(spec, timeout_s, on_phase=on_phase)
+        except (RuntimeError, TypeError) as e:
+            side = self.sides.get(label)
+            where = f"{label} ({side.ref})" if side else label
+            raise BuildError(f"a measuring worker for {where} could not run: {e}. The alternating fallback runs "
+                             "each side's own perfbench: a revision whose harness predates this one's worker "
+                             "protocol cannot be measured that way.") from e
+
+    def measure(self, cell, settings, facts, timeout_s, interleaved: bool, on_phase=None, only=None) -> dict:
+        """label -> CellOutcome. `only`: measure that side alone (the other has no such kernel)."""
+        if interleaved and only is None:
+            outs = self._run(self.together, "both", _spec(cell, settings, facts), timeout_s, on_phase)
+            for label, out in outs.items():
+                other = outs["head" if label == "base" else "base"]
+                if (out.ours_message.startswith(NOT_MEASURED) and not other.ours_message.startswith(NOT_MEASURED)
+                        and other.ours_status in ("error", "crashed", "timeout")):
+                    # the other build crashed, hung or failed in the shared worker: this one still
+                    # gets its own verdict, measured alone with the same harness
+                    solo = self._run(self.solo[label], label, _spec(cell, settings, facts), timeout_s, on_phase)
+                    solo.ours_message = (solo.ours_message + " " if solo.ours_message else "") + (
+                        f"(measured alone: the {'head' if label == 'base' else 'base'} build failed in the shared "
+                        "worker)")
+                    outs[label] = solo
+            return outs
+        labels = (only,) if only else LABELS
         reps = settings["replicates"]
-        turns = max(1, reps // 2)
-        parts = {label: [] for label in LABELS}
+        turns = 1 if cell.numerics_only else max(1, reps // 2)
+        parts = {label: [] for label in labels}
         for t in range(turns):
             n = 2 if t < turns - 1 else reps - 2 * (turns - 1)
-            for label in (LABELS if t % 2 == 0 else LABELS[::-1]):
-                out = self.apart[label].measure(_spec(cell, settings, facts, n), timeout_s, on_phase=on_phase)
-                parts[label].append(out)
-                if out.ours_status != "ok" or cell.numerics_only:
-                    break
-            if any(p[-1].ours_status != "ok" for p in parts.values() if p) or cell.numerics_only:
+            for label in (labels if t % 2 == 0 else labels[::-1]):
+                spec = _spec(cell, settings, facts, n)
+                parts[label].append(self._run(self.apart[label], label, spec, timeout_s, on_phase))
+            # every side measured in this turn; stop when one of them cannot be timed
+            if any(p[-1].ours_status != "ok" or not p[-1].ours_ns for p in parts.values()):
                 break
-        return {label: _merge(p) for label, p in parts.items() if p}
+        return {label: _merge(p) for label, p in parts.items()}
 
     def stop(self):
-        self.together.stop()
-        for w in self.apart.values():
+        for w in (self.together, *self.solo.values(), *self.apart.values()):
             w.stop()
 
 
@@ -198,6 +223,9 @@ def ab(opts: ABOptions, ui=None) -> dict:
             else:
                 doc_notes.append(f"{op}: {why}; measured with each side's own checkout in alternating worker "
                                  "processes (base and head in turns; ORT measured in each turn)")
+        if cal and cal["host_class"] != facts.class_key:
+            doc_notes.append(f"the calibration file is for host class {cal['host_class']!r}, not this one "
+                             f"({facts.class_key!r}): not used")
         for n in doc_notes:
             ui.info(n)
         lib = load(head.build)
@@ -228,11 +256,10 @@ def ab(opts: ABOptions, ui=None) -> dict:
                 ui.start_cell(i, len(cells), cell, est - done if i == 1 else done / (i - 1) * (len(cells) - i + 1))
                 op = ops.get(cell.case.op)
                 interleaved = compat.get(op.name) is None
+                only = {"base": "head", "head": "base"}.get(skip.get(op.name))
                 outs = workers.measure(cell, settings, facts, float(settings["timeout_s"]), interleaved,
-                                       on_phase=ui.phase)
+                                       on_phase=ui.phase, only=only)
                 for label, out in outs.items():
-                    if skip.get(op.name) == label:
-                        continue
                     derived = derive(op, cell, out, peaks, facts)
                     record_cell(store, run_ids[label], cell, out, derived, op, settings["seed"])
                 head_out = outs.get("head") or outs.get("base")
@@ -258,46 +285,50 @@ def ab(opts: ABOptions, ui=None) -> dict:
                     signal.signal(sig, h)
     op_modes = {op: "alternating-workers" for op, why in compat.items() if why is not None}
     with store.session() as s:
-        doc = build_document(s, "ab", run_ids["base"], run_ids["head"], base.ref, head.ref, opts, cal,
-                             mode="interleaved", op_modes=op_modes, notes=doc_notes,
-                             sides={"base": base, "head": head})
+        doc = build_document(s, "ab", run_ids["base"], run_ids["head"], _ref_label(base), _ref_label(head), opts,
+                             cal, mode="interleaved", op_modes=op_modes, notes=doc_notes)
         doc["comparison_id"] = save_comparison(s, doc, run_ids["base"], run_ids["head"], hc_id)
     return doc
 
 
 # ---- the comparison document ----
 
-def _side_info(run: m.Run, label: str, ref: str, side: revisions.Side | None) -> dict:
+def _side_info(run: m.Run, label: str, ref: str) -> dict:
     return {"label": label, "ref": ref, "git_sha": run.git_sha, "run_id": run.id, "build_id": run.build.build_id,
-            "source_hash": run.build.source_hash, "dirty": bool(run.dirty) if side else bool(run.dirty)}
+            "source_hash": run.build.source_hash, "dirty": bool(run.dirty)}
+
+
+def _ref_label(side: revisions.Side) -> str:
+    return side.ref + (" (uncommitted changes)" if side.sha is None and side.dirty else "")
 
 
 def build_document(s, kind: str, base_id: int, head_id: int, base_ref: str, head_ref: str, opts: ABOptions,
-                   cal_file: dict | None, mode: str, op_modes: dict | None = None, notes: list | None = None,
-                   sides: dict | None = None) -> dict:
+                   cal_file: dict | None, mode: str, op_modes: dict | None = None, notes: list | None = None) -> dict:
     """The comparison document of two stored runs (schema: compare.render_change)."""
     b, h = repo.load_run(s, base_id), repo.load_run(s, head_id)
     bcells = [views.cell_view(c) for c in sorted(b.cells, key=lambda c: c.id)]
     hcells = [views.cell_view(c) for c in sorted(h.cells, key=lambda c: c.id)]
     bview, hview = views.run_view(b), views.run_view(h)
     incomparable = change.run_incomparable(bview, hview)
-    lookup, meta = sigma_lookup(s, h.host_class, cal_file)
+    lookup, used = sigma_lookup(s, h, cal_file)
     rows = change.compare_cells(bcells, hcells, mode=mode, op_modes=op_modes, sigma_for=lookup,
                                 incomparable=incomparable, min_effect=opts.min_effect, q=opts.q)
+    # the oldest calibration a row was judged with is the one whose age matters
+    meta = min(used.values(), key=lambda c: c["created_at"]) if used else None
     age = None
-    if meta and meta.get("created_at"):
+    if meta:
         age = (datetime.now(timezone.utc) - datetime.fromisoformat(meta["created_at"]).replace(
             tzinfo=timezone.utc)).total_seconds()
     calib = change.calibration_info(meta, rows, age)
-    calib["default_sigma"] = change.DEFAULT_SIGMA["ab" if mode != "stored-runs" else "ours"]
+    calib["default_sigma"] = change.DEFAULT_SIGMA["ab"] if mode == "interleaved" else math.sqrt(2) * change.DEFAULT_SIGMA["ours"]
     host = h.host
     load_avg = [float(x) for x in (h.load_avg or [])][:3]
     doc = {
         "perfbench_comparison": 1, "schema_version": 1, "kind": kind,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "suite": h.suite, "filters": list(h.filters or []),
-        "base": _side_info(b, "base", base_ref, (sides or {}).get("base")),
-        "head": _side_info(h, "head", head_ref, (sides or {}).get("head")),
+        "base": _side_info(b, "base", base_ref),
+        "head": _side_info(h, "head", head_ref),
         "host": {"hostname": h.hostname, "host_class": h.host_class.key, "cpu_model": h.host_class.cpu_model,
                  "cores": h.host_class.cores, "load_avg": load_avg + [0.0] * (3 - len(load_avg)),
                  "ort_version": h.ort_version, "compiler": h.build.compiler_version,
@@ -352,8 +383,18 @@ def save_comparison(s, doc: dict, base_id: int | None, head_id: int | None, hc_i
 def compare_runs(s, base_id: int, head_id: int, base_ref: str, head_ref: str, opts: ABOptions) -> dict:
     """`perfbench compare`: two stored runs (independent: Welch SE, 2 sigma_b^2)."""
     cal = load_calibration_file(opts.calibration_file) if opts.calibration_file else None
-    doc = build_document(s, "compare", base_id, head_id, base_ref, head_ref, opts, cal, mode="stored-runs")
+    for rid, ref in ((base_id, base_ref), (head_id, head_ref)):
+        r = repo.load_run(s, rid)
+        if r.invalidated:
+            raise UsageError(f"run {rid} ({ref}) was invalidated ({r.invalidated_why or 'no reason given'}): "
+                             "invalidated runs are excluded from comparisons")
     h = repo.load_run(s, head_id)
+    notes = []
+    if cal and cal["host_class"] != h.host_class.key:
+        notes.append(f"the calibration file is for host class {cal['host_class']!r}, not the runs' "
+                     f"({h.host_class.key!r}): not used")
+    doc = build_document(s, "compare", base_id, head_id, base_ref, head_ref, opts, cal, mode="stored-runs",
+                         notes=notes)
     doc["comparison_id"] = save_comparison(s, doc, base_id, head_id, h.host_class_id)
     return doc
 
@@ -364,39 +405,40 @@ def _key(case_id, timing_hash, dtype, threads, device, cache, spin) -> tuple:
     return (case_id, timing_hash, dtype, int(threads), device, cache, spin)
 
 
-def sigma_lookup(s, host_class: m.HostClass, cal_file: dict | None):
-    """(row -> spreads or None, calibration metadata or None): from a calibration file when
-    given (used only if its host class is this one), else the newest calibration of the host
-    class in the database that has the cell."""
+def sigma_lookup(s, run: m.Run, cal_file: dict | None):
+    """(lookup(row, timing_hash) -> spreads or None, calibrations used: id -> metadata). The
+    spreads come from a calibration file when given (used only if its host class is the run's),
+    else from the newest calibration in the database, of the run's host class, ORT version and
+    protocol version, that has the cell (cell key + timing hash)."""
     table: dict = {}
-    meta = None
     if cal_file is not None:
-        if cal_file["host_class"] == host_class.key:
+        if cal_file["host_class"] == run.host_class.key:
             meta = {**cal_file["calibration"], "host_class": cal_file["host_class"]}
             for c in cal_file["cells"]:
                 table[_key(c["case_id"], c["timing_hash"], c["dtype"], c["threads"], c["device"], c["cache"],
-                           c["spin"])] = c
+                           c["spin"])] = {**c, "_meta": meta}
     else:
-        cals = s.scalars(select(m.Calibration).where(m.Calibration.host_class_id == host_class.id)
-                         .order_by(m.Calibration.id)).all()
+        cals = s.scalars(select(m.Calibration).where(
+            m.Calibration.host_class_id == run.host_class_id, m.Calibration.ort_version == run.ort_version,
+            m.Calibration.protocol_version == run.protocol_version).order_by(m.Calibration.id)).all()
         for cal in cals:  # oldest first: newer calibrations overwrite
+            meta = {"id": cal.id, "created_at": cal.created_at.isoformat(), "host_class": run.host_class.key,
+                    "rounds": cal.rounds}
             for c in cal.cells:
                 table[_key(c.case_id, c.timing_hash, c.dtype, c.threads, c.device, c.cache, c.spin)] = {
                     "sigma_ab": c.sigma_ab, "sigma_ours": c.sigma_ours, "sigma_ort": c.sigma_ort,
-                    "sigma_ratio": c.sigma_ratio, "_cal": cal}
-        if cals:
-            last = cals[-1]
-            meta = {"id": last.id, "created_at": last.created_at.isoformat(), "host_class": host_class.key,
-                    "rounds": last.rounds}
+                    "sigma_ratio": c.sigma_ratio, "_meta": meta}
+    used: dict = {}
 
     def lookup(row, timing_hash):
         c = table.get(_key(row["case_id"], timing_hash, row["dtype"], row["threads"], row["device"], row["cache"],
                            row["spin"]))
-        if c:
-            return {"ab": c["sigma_ab"], "ours": c["sigma_ours"], "ort": c["sigma_ort"], "ratio": c["sigma_ratio"]}
-        return None
+        if not c:
+            return None
+        used[c["_meta"].get("id")] = c["_meta"]
+        return {"ab": c["sigma_ab"], "ours": c["sigma_ours"], "ort": c["sigma_ort"], "ratio": c["sigma_ratio"]}
 
-    return lookup, meta
+    return lookup, used
 
 
 def calibrate(opts: ABOptions, ui=None) -> dict:
@@ -422,11 +464,16 @@ def calibrate(opts: ABOptions, ui=None) -> dict:
         peaks = ensure_peaks(store, host_id, build_pk, lib, facts, ui)
         est = sum(estimate_cell_s(ops.get(c.case.op), c, settings, peaks, facts, {}) for c in cells) * 1.5
         ui.plan(len(cells) * opts.rounds, est * opts.rounds, notes)
-        workers = _Sides(base, head)
+        workers = None
         t0 = time.monotonic()
         try:
             n_total = len(cells) * opts.rounds
             for rnd in range(opts.rounds):
+                # fresh worker processes (fresh library mappings, fresh ORT) every round, as
+                # separate `ab` runs have: what differs between processes is between-run noise
+                if workers is not None:
+                    workers.stop()
+                workers = _Sides(base, head)
                 for j, cell in enumerate(cells):
                     i = rnd * len(cells) + j + 1
                     done = time.monotonic() - t0
@@ -441,7 +488,8 @@ def calibrate(opts: ABOptions, ui=None) -> dict:
                         per_round[cell.key].append(st)
                     ui.end_cell(i, n_total, cell, (outs["head"], derive(op, cell, outs["head"], peaks, facts)))
         finally:
-            workers.stop()
+            if workers is not None:
+                workers.stop()
             ui.done()
     sigmas = spreads(per_round)
     with store.session() as s:
@@ -465,8 +513,9 @@ SPREAD_METHOD = (
     "cells. Per cell and round: d = mean log(head/base) (paired replicates), mean log time of ours (base) and of "
     "ORT, mean log ours/ORT; each with its within-round variance s^2/n. sigma_b(ab) = sqrt(max(0, mean d^2 - "
     "mean s^2/n)) (d has mean 0 in A/A; R degrees of freedom); the others: sqrt(max(0, var of round means - mean "
-    "s^2/n)) (R-1 degrees of freedom). Each is shrunk toward the median over cells: sqrt((dof*s^2 + 4*pooled^2) "
-    "/ (dof + 4)).")
+    "s^2/n)) (R-1 degrees of freedom). Each is shrunk toward the median of its group (op, threads, cache; all "
+    "cells when the group has < 3): sqrt((dof*s^2 + 4*pooled^2) / (dof + 4)). Worker processes restart every "
+    "round (fresh library mappings and ORT, as separate ab runs have).")
 
 
 def _round_stats(b: CellOutcome, h: CellOutcome) -> dict | None:
@@ -495,15 +544,28 @@ def spreads(per_round: dict) -> dict:
         for k in ("ours", "ort", "ratio"):
             r[k] = (stats.between_run_sigma([x[k][0] for x in rounds], [x[k][1] for x in rounds]), len(rounds) - 1)
         raw[key] = (r, rounds)
-    pooled = {k: float(np.median([r[k][0] for r, _ in raw.values()])) if raw else None
-              for k in ("ab", "ours", "ort", "ratio")}
+    stats_ = ("ab", "ours", "ort", "ratio")
+    pooled = {k: float(np.median([r[k][0] for r, _ in raw.values()])) if raw else None for k in stats_}
+    # cells are shrunk toward their group's median (same op, threads and cache mode: alike in
+    # noise), or the median of all cells when the group has fewer than 3
+    groups: dict = {}
+    for key in raw:
+        groups.setdefault(_group(key), []).append(key)
+    group_pooled = {g: {k: float(np.median([raw[key][0][k][0] for key in keys])) for k in stats_}
+                    for g, keys in groups.items() if len(keys) >= 3}
     cells = {}
     for key, (r, rounds) in raw.items():
-        cells[key] = {k: stats.shrink_sigma(r[k][0], r[k][1], pooled[k]) for k in ("ab", "ours", "ort", "ratio")}
+        target = group_pooled.get(_group(key), pooled)
+        cells[key] = {k: stats.shrink_sigma(r[k][0], r[k][1], target[k]) for k in stats_}
         cells[key]["rounds"] = len(rounds)
         cells[key]["raw"] = {"unshrunk": {k: r[k][0] for k in r},
                              "round_means": {k: [x[k][0] for x in rounds] for k in ("ab", "ours", "ort", "ratio")}}
     return {"cells": cells, "pooled": pooled}
+
+
+def _group(key: tuple) -> tuple:
+    """(op, threads, cache) of a cell key (case_id, dtype, threads, device, cache, spin)."""
+    return (key[0].split(".", 1)[0], key[2], key[4])
 
 
 def export_calibration(s, cal_id: int | None = None, host_class_key: str | None = None) -> dict:

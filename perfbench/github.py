@@ -381,14 +381,17 @@ class GitHubClient:
         payload, _ = self._request("PATCH", url, {"body": body}, what=f"comment {comment_id} in repo {self.repo}")
         return payload or {}
 
-    def find_marked_comment(self, pr: int, marker: str = MARKER) -> dict | None:
-        """The newest comment on the PR whose body contains `marker` (anyone's), or None."""
-        marked = [c for c in self.list_issue_comments(pr) if marker in (c.get("body") or "")]
+    def find_marked_comment(self, pr: int, marker: str = MARKER, author: str | None = None) -> dict | None:
+        """The newest comment on the PR whose body contains `marker`, or None. With `author`, only
+        that login's comments count (anyone can paste the marker into a comment of their own)."""
+        marked = [c for c in self.list_issue_comments(pr) if marker in (c.get("body") or "")
+                  and (author is None or (c.get("user") or {}).get("login") == author)]
         if not marked:
             return None
         return max(marked, key=lambda c: (str(c.get("created_at") or ""), int(c.get("id") or 0)))
 
-    def upsert_pr_comment(self, pr: int, body: str, marker: str = MARKER) -> tuple[str, str | None]:
+    def upsert_pr_comment(self, pr: int, body: str, marker: str = MARKER,
+                          author: str | None = None) -> tuple[str, str | None]:
         """Post `body` on the PR, or update the comment posted before (found by `marker`) instead of
         adding another. Returns ("created"|"updated"|"dry-run", the comment's URL or None)."""
         pr = self._check_number(pr, "the PR number")
@@ -402,7 +405,7 @@ class GitHubClient:
             self._describe(f"PATCH {self._url(f'/repos/{self.owner}/{self.name}/issues/comments/')}ID if found, "
                            "else POST", self._url(f"/repos/{self.owner}/{self.name}/issues/{pr}/comments"), text)
             return "dry-run", None
-        existing = self.find_marked_comment(pr, marker)
+        existing = self.find_marked_comment(pr, marker, author)
         if existing is not None:
             c = self.update_issue_comment(int(existing["id"]), text)
             return "updated", c.get("html_url") or existing.get("html_url")
@@ -419,7 +422,7 @@ class GitHubClient:
             self.log(f"GitHub answered 5xx to POST on PR #{pr}; checking whether it landed, "
                      f"then retrying in {delay:g} s ({attempt}/{self.retries})")
             time.sleep(delay)
-            landed = self.find_marked_comment(pr, marker)
+            landed = self.find_marked_comment(pr, marker, author)
             if landed is not None:  # the failed POST did create it: make sure it has this body
                 if landed.get("body") != text:
                     landed = self.update_issue_comment(int(landed["id"]), text) or landed

@@ -68,7 +68,10 @@ def resolve(root: Path, rev: str) -> str:
 def _dirty(root: Path) -> bool:
     r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                        capture_output=True, text=True)
-    return bool(r.stdout.strip())
+    # untracked sources under native/ are built (the builder hashes every file there) too
+    u = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", "native"], cwd=root,
+                       capture_output=True, text=True)
+    return bool(r.stdout.strip() or u.stdout.strip())
 
 
 def materialize(root: Path, sha: str, trees: Path) -> Path:
@@ -85,7 +88,14 @@ def materialize(root: Path, sha: str, trees: Path) -> Path:
                 raise BuildError(f"git archive {sha} failed: {r.stderr.decode(errors='replace').strip()}")
             f.seek(0)
             with tarfile.open(fileobj=f) as tar:
-                tar.extractall(tmp, filter="data")
+                if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12 / 3.11.4
+                    tar.extractall(tmp, filter="data")
+                else:  # our own commit's tree; refuse what the data filter would
+                    bad = [m.name for m in tar.getmembers() if m.name.startswith("/") or ".." in m.name.split("/")
+                           or m.issym() or m.islnk()]
+                    if bad:
+                        raise BuildError(f"commit {sha[:12]} has paths outside its tree or links: {bad[:3]}")
+                    tar.extractall(tmp)
         if not (tmp / "native" / "include" / "perfbench.h").is_file():
             raise UsageError(f"commit {sha[:12]} has no native/include/perfbench.h: it predates perfbench's native "
                              "library and cannot be a side of a comparison")

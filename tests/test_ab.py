@@ -162,17 +162,43 @@ def test_ab_catches_broken_numerics_and_measures_a_changed_interface_apart(scrat
     assert old in h
     header.write_text(h.replace(old, "    void *y;\n    int32_t reserved; /* head adds a field */\n} pb_softmax_args;"))
     tiny = str(repo / "tests" / "fixtures" / "tiny.toml")
-    r = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", tiny, *FILTERS, "--format", "json")
+    r = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", tiny, *FILTERS, "--filter", "op=Softmax keys=33 dtype=f32",
+           "--replicates", "4", "--format", "json")
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
-    by_op = {rw["op"]: rw for rw in doc["rows"]}
-    assert by_op["RotaryEmbedding"]["verdict"] == "numerics-broke"
-    assert by_op["RotaryEmbedding"]["numerics"]["base_status"] == "ok"
-    assert by_op["RotaryEmbedding"]["numerics"]["head_status"] == "mismatch"
-    assert by_op["Softmax"]["verdict"] != "numerics-broke" and by_op["Softmax"]["abs"]["n"] == 3
+    by_op = {(rw["op"], rw["params"].get("keys")): rw for rw in doc["rows"]}
+    rot = by_op[("RotaryEmbedding", None)]
+    assert rot["verdict"] == "numerics-broke"
+    assert rot["numerics"]["base_status"] == "ok" and rot["numerics"]["head_status"] == "mismatch"
+    # Softmax in alternating workers: two turns of two replicates per side, paired
+    assert by_op[("Softmax", 64)]["verdict"] != "numerics-broke" and by_op[("Softmax", 64)]["abs"]["n"] == 4
+    # its numerics-only cell is checked on both sides (not "only in base")
+    odd = by_op[("Softmax", 33)]
+    assert odd["numerics"]["base_status"] == odd["numerics"]["head_status"] == "ok", odd
+    assert "numerics-only" in odd["why"]
     assert any("Softmax: pb_softmax_args or pb_softmax() changed" in n and "alternating" in n for n in doc["notes"])
     assert "alternating worker" in r.stderr
     assert doc["summary"]["numerics_broke"] == 1 and doc["exit_code"] == 1
     md = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", tiny, "--filter", "op=RotaryEmbedding interleaved=0 "
             "dtype=f32", "--format", "markdown")
     assert md.returncode == 1 and "❌" in md.stdout
+
+
+def test_a_head_that_crashes_is_numerics_broke_and_base_is_measured_alone(scratch):
+    """Head traps (SIGILL) in Softmax: the shared worker dies during head's numerics; base gets its own
+    verdict from a worker of its own, head is ❌ crashed, exit 1."""
+    repo = scratch["repo"]
+    subprocess.run(["git", "checkout", "--", "native"], cwd=repo, check=True)
+    drivers = repo / "native" / "cpu" / "kernels" / "drivers.c"
+    marker = "int pb_softmax(const void *args) {"
+    drivers.write_text(drivers.read_text().replace(marker, marker + "\n    __builtin_trap();", 1))
+    tiny = str(repo / "tests" / "fixtures" / "tiny.toml")
+    r = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", tiny, "--filter", "op=Softmax keys=64 dtype=f32",
+           "--format", "json")
+    assert r.returncode == 1, r.stderr
+    (row,) = json.loads(r.stdout)["rows"]
+    assert row["verdict"] == "numerics-broke"
+    assert row["numerics"]["head_status"] == "crashed" and row["numerics"]["base_status"] == "ok", row
+    base_msg = rows(scratch, "select m.message from measurements m join cells c on c.id = m.cell_id join runs r on "
+                             "r.id = c.run_id where r.origin = 'ab-base' and m.impl = 'ours' order by m.id desc")[0][0]
+    assert "measured alone" in base_msg

@@ -142,7 +142,7 @@ def make_handler(state: FakeGitHub):
             status = self._scripted_failure(kind)
             if status is not None:
                 if status >= 500 and kind == "create" and state.create_anyway_on_fail:
-                    state.add(int(m_list.group(1)), rec["json"]["body"], user="perfbench-bot")
+                    state.add(int(m_list.group(1)), rec["json"]["body"], user="github-actions[bot]")
                 return self._send(status, state.fail_body, state.fail_headers)
             if m_list and self.command == "GET":
                 pr = int(m_list.group(1))
@@ -164,7 +164,7 @@ def make_handler(state: FakeGitHub):
                 pr = int(m_list.group(1))
                 if pr not in state.comments:
                     return self._send(404, {"message": "Not Found"})
-                c = state.add(pr, rec["json"]["body"], user="perfbench-bot")
+                c = state.add(pr, rec["json"]["body"], user="github-actions[bot]")
                 return self._send(201, c)
             if m_upd and self.command == "PATCH":
                 cid = int(m_upd.group(1))
@@ -254,6 +254,17 @@ def test_newest_marked_comment_wins(server):
     client(server).upsert_pr_comment(7, "body")
     assert server.comments[7][1]["body"].startswith("body")
     assert server.comments[7][0]["body"] == old["body"] and new["id"] == server.comments[7][1]["id"]
+
+
+def test_a_marker_pasted_by_someone_else_is_not_ours_to_update(server, env, tmp_path):
+    server.add(7, "mallory copied the marker " + MARKER, user="mallory")
+    action, _ = client(server).upsert_pr_comment(7, "report", author="github-actions[bot]")
+    assert action == "created" and server.comments[7][0]["body"].startswith("mallory")
+    body = tmp_path / "b.md"
+    body.write_text("second report")
+    r = pb(env, "--pr", "7", "--body", str(body), "--api-url", server.api_url)
+    assert r.returncode == 0 and "updated" in r.stdout, r.stderr  # its own comment (github-actions[bot])
+    assert server.comments[7][0]["body"].startswith("mallory") and server.comments[7][1]["body"].startswith("second")
 
 
 def test_custom_marker(server):

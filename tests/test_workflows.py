@@ -230,7 +230,8 @@ def test_pr_workflow_steps_and_order():
     assert "always()" in str(upload.get("if", "")), "the comparison must be uploaded even when ab exits 1"
     assert upload["with"]["name"] == "perfbench-comparison" and upload["with"]["path"] == "comparison.json"
     assert "always()" in str(st[idx["verdict"]].get("if", ""))
-    assert not st[idx["fetch"]].get("continue-on-error"), "the fetch script itself treats 'none' as fine"
+    # calibration is optional: a GitHub hiccup while fetching it must not stop the comparison
+    assert st[idx["fetch"]].get("continue-on-error") is True
     # the PR never uploads under the nightly's artifact names
     names = {s["with"]["name"] for _, s in steps(wf) if uses(s, "actions/upload-artifact")}
     assert not names & {"history", "calibration"}
@@ -588,16 +589,7 @@ def post(github, tmp_path, perfbench: str, sha=SHA, *extra, **env_extra):
     return run_script("post-comment.sh", "--repo", REPO, "--sha", sha, *extra, tmp_path / "pr-artifact", env=env)
 
 
-def real_render_missing() -> bool:
-    r = subprocess.run([sys.executable, "-m", "perfbench.cli.main", "render", "--help"], cwd=ROOT,
-                       env=script_env(Path("/tmp")), capture_output=True, text=True, timeout=60)
-    return r.returncode != 0 and "No such command" in r.stderr
-
-
 def test_post_comment_end_to_end_with_real_render(github, tmp_path):
-    if real_render_missing():
-        pytest.skip("`perfbench render` does not exist yet in this checkout (being written); "
-                    "this test runs ci/post-comment.sh with it once it does")
     github.comments[7] = []
     github.add_pull(7, SHA, owner="forker", branch="main")
     artifact(tmp_path, COMPARISON_DOC)

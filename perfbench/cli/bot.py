@@ -35,7 +35,10 @@ def bot():
 @click.option("--dry-run", is_flag=True, help="Send nothing; print the requests that would be sent (no token needed).")
 @click.option("--marker", default=MARKER, show_default=True,
               help="Hidden text that identifies our comment, so a rerun updates it instead of adding another.")
-def comment(repo, pr, body_file, api_url, dry_run, marker):
+@click.option("--author", default="github-actions[bot]", show_default=True, envvar="PERFBENCH_BOT_AUTHOR",
+              metavar="LOGIN", help="Only a marked comment by this login is ours to update (anyone can paste the "
+                                    "marker); the login the token posts as [env PERFBENCH_BOT_AUTHOR].")
+def comment(repo, pr, body_file, api_url, dry_run, marker, author):
     """Post FILE as a comment on pull request N, or update the comment posted before.
 
     The comment carries a hidden marker (an HTML comment); a later run finds the newest comment
@@ -60,7 +63,7 @@ def comment(repo, pr, body_file, api_url, dry_run, marker):
         click.echo(line, err=not dry_run)
 
     client = GitHubClient(repo, api_url=api_url, dry_run=dry_run, log=log)
-    action, url = client.upsert_pr_comment(pr, body, marker=marker)
+    action, url = client.upsert_pr_comment(pr, body, marker=marker, author=author)
     if action != "dry-run":
         click.echo(f"{action} comment {url or '(GitHub returned no URL)'}")
     return 0

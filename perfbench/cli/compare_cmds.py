@@ -12,6 +12,7 @@ from perfbench.cli.commands import TerminalUI, _emit, _suite_options
 from perfbench.errors import UsageError
 
 CMP_FORMATS = ["table", "markdown", "json"]
+MAX_DOCUMENT_BYTES = 64 * 2**20  # `render` reads untrusted artifacts: a bound on what it parses
 
 
 def _effect(value: str) -> float:
@@ -136,9 +137,8 @@ def compare(base, head, suite, host_class, min_effect, q, calibration, db, fmt, 
                             q=q)
     store = Store(db)
     with store.session() as s:
-        hc = _host_class_id(s, base, host_class) if host_class or base.startswith("latest") else None
-        b = repo.resolve_ref(s, base, suite=suite, host_class_id=hc)
-        h = repo.resolve_ref(s, head, suite=suite, host_class_id=hc)
+        b = repo.resolve_ref(s, base, suite=suite, host_class_id=_host_class_id(s, base, host_class))
+        h = repo.resolve_ref(s, head, suite=suite, host_class_id=_host_class_id(s, head, host_class))
         if b == h:
             raise UsageError(f"{base!r} and {head!r} are the same run ({b}): nothing to compare")
         doc = ab_mod.compare_runs(s, b, h, base, head, opts)
@@ -240,5 +240,8 @@ def render(file, fmt, output):
     """
     from perfbench.compare import render_change
 
-    doc = render_change.load(file.read())
+    data = file.read(MAX_DOCUMENT_BYTES + 1)
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise UsageError(f"the comparison document is larger than {MAX_DOCUMENT_BYTES // 2**20} MiB: not rendered")
+    doc = render_change.load(data)
     return _show(doc, fmt, output)

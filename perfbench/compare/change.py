@@ -16,10 +16,10 @@ hypothesis a family of its own:
   timing (below resolution, ORT failed, both builds failing).
 
 A row's verdict is the more severe of its two; both are kept. Modes: "interleaved" (`ab`: base,
-head and ORT in one rotation, replicates paired), "alternating-workers" (`ab` on ops whose
-native interface changed: each side in its own worker, replicates paired by turn) and
-"stored-runs" (`compare`: two independent runs, Welch standard error, between-run variance
-counted for both runs: 2 sigma_b^2).
+head and ORT in one rotation, replicates paired, sigma_b of an A/A `ab`), "alternating-workers"
+(`ab` on ops whose native interface changed: each side in its own worker, replicates paired by
+turn, judged with 2 sigma_b^2 of one run, as nothing calibrates this mode) and "stored-runs"
+(`compare`: two independent runs, Welch standard error, 2 sigma_b^2 of one run).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def compare_cells(base_cells: list[dict], head_cells: list[dict], *, mode: str =
     bmap = {cell_key(c): c for c in base_cells}
     hmap = {cell_key(c): c for c in head_cells}
     keys = list(bmap) + [k for k in hmap if k not in bmap]
-    rows, tests = [], []
+    rows, tests = [], {}
     for k in keys:
         b, h = bmap.get(k), hmap.get(k)
         row = {**_base_row(h or b), "verdict": "unchanged", "why": "", "abs": None, "ratio": None,
@@ -141,27 +141,32 @@ def compare_cells(base_cells: list[dict], head_cells: list[dict], *, mode: str =
             continue
         cell_mode = (op_modes or {}).get(row["op"], mode)
         paired = cell_mode != "stored-runs"
+        # only base and head interleaved in one worker share the A/A spread "ab"; alternating
+        # workers (no calibration measures that mode) and stored runs are judged with one run's
+        # spread per side, i.e. sqrt(2) sigma of "ours" / "ratio"
+        interleaved = cell_mode == "interleaved"
         cal = sigma_for(row, h.get("timing_hash")) if sigma_for else None
         bo, ho = b["ours"]["replicates_ns"], h["ours"]["replicates_ns"]
         bt, ht = b["ort"]["replicates_ns"], h["ort"]["replicates_ns"]
         for metric, base_v, head_v, skey in (
-                ("abs", bo, ho, "ab" if paired else "ours"),
+                ("abs", bo, ho, "ab" if interleaved else "ours"),
                 ("ratio", [x / y for x, y in zip(bo, bt)], [x / y for x, y in zip(ho, ht)],
-                 "ab" if paired else "ratio")):
+                 "ab" if interleaved else "ratio")):
             d, se_w, dof = _estimate(base_v, head_v, paired)
             source = "calibrated" if cal and cal.get(skey) is not None else "default"
             sigma = cal[skey] if source == "calibrated" else DEFAULT_SIGMA[skey]
-            # one run's spread enters once per run: a paired sitting is one, two stored runs are two
-            sigma_used = sigma if paired else math.sqrt(2) * sigma
+            # one run's spread enters once per run: one interleaved sitting is one, two runs are two
+            sigma_used = sigma if interleaved else math.sqrt(2) * sigma
             t = stats.change_test(d, se_w, dof, sigma_used, min_effect)
             bv = stats.median(base_v) if metric == "abs" else math.exp(float(_mean_log(base_v)))
             hv = stats.median(head_v) if metric == "abs" else math.exp(float(_mean_log(head_v)))
             row[metric] = {"verdict": "unchanged", "base": bv, "head": hv, "change": math.expm1(d),
                            "ci_low": math.expm1(t.lo), "ci_high": math.expm1(t.hi), "sigma_b": sigma_used,
-                           "sigma_source": source, "n": dof + 1, "p_worse": t.p_worse, "p_worse_m": t.p_worse_m,
-                           "p_better": t.p_better, "p_better_m": t.p_better_m}
-            tests.append(row[metric])
-    _bh_verdicts(tests, q)
+                           "sigma_source": source, "n": min(len(base_v), len(head_v)), "p_worse": t.p_worse,
+                           "p_worse_m": t.p_worse_m, "p_better": t.p_better, "p_better_m": t.p_better_m}
+            tests.setdefault(metric, []).append(row[metric])
+    for family in tests.values():  # each change (absolute, ratio) and each hypothesis a family
+        _bh_verdicts(family, q)
     for row in rows:
         if row["abs"] or row["ratio"]:
             row["verdict"] = min((row[m]["verdict"] for m in ("abs", "ratio") if row[m]), key=SEVERITY.get)

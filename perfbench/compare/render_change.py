@@ -263,6 +263,10 @@ def _cells(r: dict, text, star: str = "*") -> list:
     s = a or q
     sigma = "-" if s is None else _pct(s["sigma_b"], sign=False) + (star if s["sigma_source"] == "default" else "")
     vs = "-" if q is None else f"{_num_g(q['base'])}→{_num_g(q['head'])} ({_pct(q['change'])})"
+    if q is not None and a is not None and q["verdict"] != a["verdict"]:
+        # the ratio was judged on its own: show the interval and spread that decided it
+        vs += (f" [{_pct(q['ci_low'])}, {_pct(q['ci_high'])}] σ {_pct(q['sigma_b'], sign=False)}"
+               + (star if q["sigma_source"] == "default" else ""))
     return [base, head, change, ci, sigma, vs]
 
 

@@ -278,7 +278,7 @@ class Harness:
                 if label == e.label:
                     o.ours_status, o.ours_message = "error", f"our kernel failed while being timed: {e.error}"
                 else:
-                    o.ours_status, o.ours_message = "error", f"not timed: the {e.label} build failed while being timed"
+                    o.ours_status, o.ours_message = "error", f"not measured: the {e.label} build failed while being timed"
                 o.ours_ns, o.ort_ns = [], []
         for o in outs.values():
             self._check_resolution(o)
@@ -339,9 +339,9 @@ class Harness:
 
     @staticmethod
     def _rotation(labels: list, rnd: int) -> list:
-        """The order of the sides in round `rnd`: ours then ORT for one build (the protocol of
-        `perfbench run`); with several builds the order rotates every round, so no side always
-        follows the same one (drift and order effects cancel)."""
+        """The order of the sides in the cell's `rnd`-th round (counted across replicates): ours then
+        ORT for one build (the protocol of `perfbench run`); with several builds the order rotates
+        every round, so no side always follows the same one (drift and order effects cancel)."""
         order = list(labels) + ["ort"]
         if len(labels) == 1:
             return order
@@ -387,7 +387,7 @@ class Harness:
             ob = {label: [] for label in libs}
             tb, all_k, all_1 = [], [], []
             for rnd in range(spec.rounds):
-                for side in self._rotation(list(libs), rnd):
+                for side in self._rotation(list(libs), rep * spec.rounds + rnd):
                     self.progress(f"{side}: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
                     self._quiesce(libs)
                     if side != "ort":
@@ -443,7 +443,7 @@ class Harness:
             ob = {label: [] for label in libs}
             tb = []
             for rnd in range(spec.rounds):
-                for side in self._rotation(list(libs), rnd):
+                for side in self._rotation(list(libs), rep * spec.rounds + rnd):
                     self.progress(f"{side}: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
                     if side != "ort":
                         self._quiesce(libs)

@@ -1,0 +1,59 @@
+"""perfbench.revisions: which ops one process can measure for two headers (per-op interface), and
+revision names that are not commits."""
+
+from __future__ import annotations
+
+import pytest
+
+from perfbench import revisions
+from perfbench.errors import UsageError
+from tests.conftest import ROOT
+
+HEADER = (ROOT / "native" / "include" / "perfbench.h").read_text()
+OPS = ["Softmax", "RotaryEmbedding", "GroupQueryAttention", "MultiHeadAttention"]
+
+
+def test_identical_headers_are_compatible_for_every_op():
+    assert revisions.compatibility(HEADER, HEADER, OPS) == {op: None for op in OPS}
+    common, own = revisions.interface(HEADER)
+    assert {"softmax", "rotary_embedding", "group_query_attention", "multi_head_attention"} <= set(own)
+    assert "pb_time_warm" in common and "pb_softmax_args" not in common
+
+
+def test_comments_and_spacing_do_not_matter_but_a_field_does():
+    reformatted = HEADER.replace("    int64_t rows;\n", "    int64_t   rows;   /* rows of x */\n", 1)
+    assert revisions.compatibility(HEADER, reformatted, OPS)["Softmax"] is None
+    changed = HEADER.replace("    void *y;\n} pb_softmax_args;", "    void *y;\n    int32_t flags;\n} pb_softmax_args;")
+    got = revisions.compatibility(HEADER, changed, OPS)
+    assert "pb_softmax_args or pb_softmax() changed" in got["Softmax"]
+    assert got["RotaryEmbedding"] is None  # only the op whose declarations changed
+
+
+def test_a_shared_declaration_change_affects_every_op():
+    changed = HEADER.replace("int pb_pool_quiesce(void);", "int pb_pool_quiesce(int32_t timeout_us);")
+    got = revisions.compatibility(HEADER, changed, OPS)
+    assert all("shared declarations changed" in why for why in got.values())
+
+
+def test_an_op_one_side_lacks_is_named():
+    start = HEADER.index("typedef struct pb_softmax_args")
+    end = HEADER.index("int pb_softmax(const void *args);") + len("int pb_softmax(const void *args);")
+    without = HEADER[:start] + HEADER[end:]
+    assert revisions.compatibility(without, HEADER, ["Softmax"])["Softmax"] == "base's header declares no pb_softmax"
+    assert revisions.compatibility(HEADER, without, ["Softmax"])["Softmax"] == "head's header declares no pb_softmax"
+
+
+def test_kernel_names_follow_op_names():
+    assert revisions.kernel_of("GroupQueryAttention") == "group_query_attention"
+    assert revisions.kernel_of("Softmax") == "softmax"
+
+
+@pytest.mark.parametrize("rev", ["no-such-branch", "--output=/tmp/x", "", "HEAD~100000"])
+def test_revisions_that_are_not_commits_are_refused(rev):
+    with pytest.raises(UsageError):
+        revisions.resolve(ROOT, rev)
+
+
+def test_a_revision_resolves_to_its_sha():
+    sha = revisions.resolve(ROOT, "HEAD")
+    assert len(sha) == 40 and revisions.resolve(ROOT, sha[:12]) == sha
