@@ -4,8 +4,8 @@
 A benchmark of the regression detector, not a test (it takes minutes and its answer is a
 measurement). It copies this working tree into a scratch git repository (base = its commit),
 then for each slowdown level writes a head whose Softmax driver recomputes `level` of its rows
-once more (a slowdown proportional to the work, exact on average over calls: an accumulator
-carries the fraction of a row), and runs `perfbench ab --base-rev HEAD` TRIALS times on the
+once more, spread evenly over the tensor (a slowdown about proportional to the work; an
+accumulator carries the fraction of a row across rows and calls), and runs `perfbench ab --base-rev HEAD` TRIALS times on the
 Softmax cells given (one per size class) plus cells of other ops that head does not touch.
 It prints, per level and cell, how many trials flagged the cell (⚠️ or 🔴), as a table and JSON.
 
@@ -37,11 +37,16 @@ UNCHANGED_CELLS = {
 COMMON = ["threads=1", "cache=warm", "dtype=f32", "spin=off"]
 PATCH_FROM = "    return pb_parallel_for(threads, a->rows, softmax_range, &c);\n}\n\n/* ---- rotary embedding ---- */"
 PATCH_TO = """    int st_ = pb_parallel_for(threads, a->rows, softmax_range, &c);
-    static int64_t slow_acc_ = 0; /* benchmarks/power_ab.py: recompute PERMILLE/1000 of the rows */
-    slow_acc_ += a->rows * PERMILLE;
-    int64_t extra_ = slow_acc_ / 1000;
-    slow_acc_ %= 1000;
-    if (st_ == 0 && extra_ > 0) st_ = pb_parallel_for(threads, extra_, softmax_range, &c);
+    /* benchmarks/power_ab.py: recompute PERMILLE/1000 of the rows once more, spread evenly over the
+     * tensor (so the extra rows come from where the main pass found them: cost ~ proportional) */
+    static int64_t slow_acc_ = 0;
+    for (int64_t i_ = 0; st_ == 0 && i_ < a->rows; i_++) {
+        slow_acc_ += PERMILLE;
+        if (slow_acc_ >= 1000) {
+            slow_acc_ -= 1000;
+            softmax_range(&c, i_, i_ + 1);
+        }
+    }
     return st_;
 }
 
