@@ -514,7 +514,8 @@ SPREAD_METHOD = (
     "ORT, mean log ours/ORT; each with its within-round variance s^2/n. sigma_b(ab) = sqrt(max(0, mean d^2 - "
     "mean s^2/n)) (d has mean 0 in A/A; R degrees of freedom); the others: sqrt(max(0, var of round means - mean "
     "s^2/n)) (R-1 degrees of freedom). Each is shrunk toward the median of its group (op, threads, cache; all "
-    "cells when the group has < 3): sqrt((dof*s^2 + 4*pooled^2) / (dof + 4)). Worker processes restart every "
+    "cells when the group has < 3; at least half the median of all cells): sqrt((dof*s^2 + 4*pooled^2) / (dof + 4)). "
+    "Worker processes restart every "
     "round (fresh library mappings and ORT, as separate ab runs have).")
 
 
@@ -555,7 +556,10 @@ def spreads(per_round: dict) -> dict:
                     for g, keys in groups.items() if len(keys) >= 3}
     cells = {}
     for key, (r, rounds) in raw.items():
-        target = group_pooled.get(_group(key), pooled)
+        group = group_pooled.get(_group(key), pooled)
+        # a group whose rounds never differed beyond their within-round noise has a median of 0:
+        # no evidence of zero between-run noise, so the target is at least half the overall median
+        target = {k: max(group[k], 0.5 * pooled[k]) for k in stats_}
         cells[key] = {k: stats.shrink_sigma(r[k][0], r[k][1], target[k]) for k in stats_}
         cells[key]["rounds"] = len(rounds)
         cells[key]["raw"] = {"unshrunk": {k: r[k][0] for k in r},

@@ -40,6 +40,12 @@ def test_spreads_known_mean_zero_for_ab_and_shrinkage_toward_the_group():
     assert out["cells"][("Softmax.keys=2", "f32", 1, "cpu", "warm", "off")]["ab"] == pytest.approx(
         math.sqrt((3 * 0.03**2 + 4 * pooled**2) / 7))
     assert out["pooled"]["ab"] == pytest.approx(0.02)
+    # a group with no detectable between-run spread is shrunk toward half the overall median, not 0
+    quiet = {(f"MultiHeadAttention.p={i}", "f32", 1, "cpu", "warm", "off"): [
+        {"ab": (0.0, 0.0), "ours": (5.0, 0.0), "ort": (5.0, 0.0), "ratio": (0.0, 0.0)}] * 3 for i in range(3)}
+    both = ab.spreads({**per_round, **quiet})
+    q = both["cells"][("MultiHeadAttention.p=0", "f32", 1, "cpu", "warm", "off")]
+    assert q["ab"] == pytest.approx(math.sqrt(4 * (0.5 * both["pooled"]["ab"]) ** 2 / 7)) and q["ab"] > 0
     # a cell with one usable round gets no spread
     assert ab.spreads({("x", "f32", 1, "cpu", "warm", "off"): per_round[next(iter(per_round))][:1]})["cells"] == {}
 
