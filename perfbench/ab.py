@@ -16,6 +16,7 @@ shrunk toward the pooled spread of all cells: stats.shrink_sigma).
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import time
@@ -32,18 +33,22 @@ from perfbench.errors import BuildError, Interrupted, UsageError
 from perfbench.kernels_ffi import builder, load
 from perfbench.runner import (
     NullUI,
+    cell_spec,
     derive,
     ensure_peaks,
     estimate_cell_s,
+    expand_cells,
+    finish_runs,
     host_lock,
     new_run,
     record_cell,
     signals_as_exceptions,
+    suite_settings,
 )
 from perfbench.store import hostinfo, repo
 from perfbench.store import models as m
 from perfbench.store.db import Store
-from perfbench.timing.protocol import CellOutcome, CellSpec, default_evict_bytes
+from perfbench.timing.protocol import CellOutcome
 from perfbench.timing.worker import Worker
 
 CALIBRATION_FORMAT = 1
@@ -76,30 +81,15 @@ def _plan(opts: ABOptions):
     suite = suites.load(opts.suite)
     flts = [filt.parse(f) for f in opts.filters]
     facts = hostinfo.host_facts()
-    settings = dict(suite.settings)
-    if opts.quick:
-        settings["replicates"] = settings["quick_replicates"]
-    if opts.replicates:
-        if opts.replicates < 2:
-            raise UsageError("--replicates must be >= 2 (a CI needs at least two replicates)")
-        settings["replicates"] = opts.replicates
-    cells, notes = suite.expand(quick=opts.quick, dtypes_=opts.dtypes, threads=opts.threads, cache=opts.cache,
-                                spin=opts.spin, devices=opts.devices, filters=flts, max_threads=facts.cores)
-    if not cells:
-        raise UsageError(f"no cells match: suite {suite.name!r} with filters {[f.text for f in flts]}"
-                         " (perfbench list --suite NAME shows the cells)")
-    settings["evict_bytes"] = default_evict_bytes()
-    settings["axes_overrides"] = {"threads": opts.threads, "dtypes": opts.dtypes, "cache": opts.cache,
-                                  "spin": opts.spin, "devices": opts.devices}
+    settings = suite_settings(suite, opts.quick, opts.replicates)
+    cells, notes = expand_cells(suite, opts, flts, facts, settings)
     return store, suite, flts, facts, settings, cells, notes
 
 
-def _spec(cell, settings, facts, replicates=None) -> CellSpec:
-    return CellSpec(op=cell.case.op, params=[list(p) for p in cell.case.params], dtype=cell.dtype,
-                    threads=cell.threads, cache=cell.cache, spin=cell.spin, device=cell.device,
-                    seed=settings["seed"], replicates=replicates or settings["replicates"],
-                    rounds=settings["rounds"], block_ms=settings["block_ms"], numerics_only=cell.numerics_only,
-                    evict_bytes=settings["evict_bytes"], evict_threads=facts.cores)
+def _eta(i: int, n: int, est_s: float, t0: float) -> float:
+    """Seconds left before cell i of n: the estimate at first, then the pace so far."""
+    done = time.monotonic() - t0
+    return est_s - done if i == 1 else done / (i - 1) * (n - i + 1)
 
 
 def _merge(parts: list[CellOutcome]) -> CellOutcome:
@@ -145,14 +135,14 @@ class _Sides:
     def measure(self, cell, settings, facts, timeout_s, interleaved: bool, on_phase=None, only=None) -> dict:
         """label -> CellOutcome. `only`: measure that side alone (the other has no such kernel)."""
         if interleaved and only is None:
-            outs = self._run(self.together, "both", _spec(cell, settings, facts), timeout_s, on_phase)
+            outs = self._run(self.together, "both", cell_spec(cell, settings, facts), timeout_s, on_phase)
             for label, out in outs.items():
                 other = outs["head" if label == "base" else "base"]
                 if (out.ours_message.startswith(NOT_MEASURED) and not other.ours_message.startswith(NOT_MEASURED)
                         and other.ours_status in ("error", "crashed", "timeout")):
                     # the other build crashed, hung or failed in the shared worker: this one still
                     # gets its own verdict, measured alone with the same harness
-                    solo = self._run(self.solo[label], label, _spec(cell, settings, facts), timeout_s, on_phase)
+                    solo = self._run(self.solo[label], label, cell_spec(cell, settings, facts), timeout_s, on_phase)
                     solo.ours_message = (solo.ours_message + " " if solo.ours_message else "") + (
                         f"(measured alone: the {'head' if label == 'base' else 'base'} build failed in the shared "
                         "worker)")
@@ -165,7 +155,7 @@ class _Sides:
         for t in range(turns):
             n = 2 if t < turns - 1 else reps - 2 * (turns - 1)
             for label in (labels if t % 2 == 0 else labels[::-1]):
-                spec = _spec(cell, settings, facts, n)
+                spec = cell_spec(cell, settings, facts, n)
                 parts[label].append(self._run(self.apart[label], label, spec, timeout_s, on_phase))
             # every side measured in this turn; stop when one of them cannot be timed
             if any(p[-1].ours_status != "ok" or not p[-1].ours_ns for p in parts.values()):
@@ -194,10 +184,9 @@ def _prepare_sides(opts: ABOptions, ui, same_build: bool = False):
 
 
 def _git_of(s: revisions.Side) -> dict:
-    g = hostinfo.git_info(s.checkout) if s.sha is None else {"sha": s.sha, "branch": None, "dirty": False}
-    if s.sha is None:
-        g["dirty"] = s.dirty
-    return g
+    if s.sha:
+        return {"sha": s.sha, "branch": None, "dirty": False}
+    return {**hostinfo.git_info(s.checkout), "dirty": s.dirty}  # untracked native/ sources count too
 
 
 def ab(opts: ABOptions, ui=None) -> dict:
@@ -210,15 +199,14 @@ def ab(opts: ABOptions, ui=None) -> dict:
     versions = hostinfo.versions()
     with host_lock(ui), signals_as_exceptions():
         base, head = _prepare_sides(opts, ui)
-        compat = revisions.compatibility(base.header, head.header, sorted({c.case.op for c in cells}))
+        op_names = sorted({c.case.op for c in cells})
+        compat = revisions.compatibility(base.header, head.header, op_names)
+        lacking = revisions.lacking(base.header, head.header, op_names)  # op -> the side without its kernel
         doc_notes = list(notes)
-        skip = {}
         for op, why in compat.items():
             if why is None:
                 continue
-            if "declares no" in why:
-                side_missing = "base" if why.startswith("base") else "head"
-                skip[op] = side_missing
+            if op in lacking:
                 doc_notes.append(f"{op}: {why}; its cells are measured on the other side only (not comparable)")
             else:
                 doc_notes.append(f"{op}: {why}; measured with each side's own checkout in alternating worker "
@@ -252,18 +240,18 @@ def ab(opts: ABOptions, ui=None) -> dict:
         t0 = time.monotonic()
         try:
             for i, cell in enumerate(cells, 1):
-                done = time.monotonic() - t0
-                ui.start_cell(i, len(cells), cell, est - done if i == 1 else done / (i - 1) * (len(cells) - i + 1))
+                ui.start_cell(i, len(cells), cell, _eta(i, len(cells), est, t0))
                 op = ops.get(cell.case.op)
                 interleaved = compat.get(op.name) is None
-                only = {"base": "head", "head": "base"}.get(skip.get(op.name))
+                only = {"base": "head", "head": "base"}.get(lacking.get(op.name))
                 outs = workers.measure(cell, settings, facts, float(settings["timeout_s"]), interleaved,
                                        on_phase=ui.phase, only=only)
+                derived = {}
                 for label, out in outs.items():
-                    derived = derive(op, cell, out, peaks, facts)
-                    record_cell(store, run_ids[label], cell, out, derived, op, settings["seed"])
-                head_out = outs.get("head") or outs.get("base")
-                ui.end_cell(i, len(cells), cell, (head_out, derive(op, cell, head_out, peaks, facts)))
+                    derived[label] = derive(op, cell, out, peaks, facts)
+                    record_cell(store, run_ids[label], cell, out, derived[label], op, settings["seed"])
+                shown = "head" if "head" in outs else "base"
+                ui.end_cell(i, len(cells), cell, (outs[shown], derived[shown]))
             status = "complete"
         except Interrupted as e:
             status, message = "interrupted", f"interrupted by {signal.Signals(e.signum).name}"
@@ -272,17 +260,7 @@ def ab(opts: ABOptions, ui=None) -> dict:
             status, message = "failed", f"{e.__class__.__name__}: {e}"
             raise
         finally:
-            previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                workers.stop()
-                with store.session() as s:
-                    for rid in run_ids.values():
-                        r = s.get(m.Run, rid)
-                        r.status, r.finished_at, r.message = status, repo.now(), message
-                ui.done()
-            finally:
-                for sig, h in previous.items():
-                    signal.signal(sig, h)
+            finish_runs(store, run_ids.values(), status, message, workers.stop, ui)
     op_modes = {op: "alternating-workers" for op, why in compat.items() if why is not None}
     with store.session() as s:
         doc = build_document(s, "ab", run_ids["base"], run_ids["head"], _ref_label(base), _ref_label(head), opts,
@@ -319,8 +297,7 @@ def build_document(s, kind: str, base_id: int, head_id: int, base_ref: str, head
     if meta:
         age = (datetime.now(timezone.utc) - datetime.fromisoformat(meta["created_at"]).replace(
             tzinfo=timezone.utc)).total_seconds()
-    calib = change.calibration_info(meta, rows, age)
-    calib["default_sigma"] = change.DEFAULT_SIGMA["ab"] if mode == "interleaved" else math.sqrt(2) * change.DEFAULT_SIGMA["ours"]
+    calib = change.calibration_info(meta, rows, age, mode)
     host = h.host
     load_avg = [float(x) for x in (h.load_avg or [])][:3]
     doc = {
@@ -476,9 +453,7 @@ def calibrate(opts: ABOptions, ui=None) -> dict:
                 workers = _Sides(base, head)
                 for j, cell in enumerate(cells):
                     i = rnd * len(cells) + j + 1
-                    done = time.monotonic() - t0
-                    ui.start_cell(i, n_total, cell, est * opts.rounds - done if i == 1
-                                  else done / (i - 1) * (n_total - i + 1))
+                    ui.start_cell(i, n_total, cell, _eta(i, n_total, est * opts.rounds, t0))
                     outs = workers.measure(cell, settings, facts, float(settings["timeout_s"]), True,
                                            on_phase=ui.phase)
                     op = ops.get(cell.case.op)
@@ -598,8 +573,6 @@ def export_calibration(s, cal_id: int | None = None, host_class_key: str | None 
 
 
 def load_calibration_file(path: str) -> dict:
-    import json
-
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)

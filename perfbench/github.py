@@ -251,11 +251,15 @@ class GitHubClient:
             except GitHubError as e:
                 if not (retry and e.retryable and attempt < self.retries):
                     raise
-                delay = self.retry_delay * (2 ** attempt)
-                attempt += 1
-                self.log(f"GitHub answered {e.status} to {method} {url}; retrying in {delay:g} s "
-                         f"({attempt}/{self.retries})")
-                time.sleep(delay)
+                attempt = self._backoff(attempt, f"GitHub answered {e.status} to {method} {url}; retrying")
+
+    def _backoff(self, attempt: int, what: str) -> int:
+        """Log `what` and sleep before retry number attempt+1 (exponential delay); returns it."""
+        delay = self.retry_delay * (2 ** attempt)
+        attempt += 1
+        self.log(f"{what} in {delay:g} s ({attempt}/{self.retries})")
+        time.sleep(delay)
+        return attempt
 
     def _describe(self, method: str, url: str, body: str | None = None) -> None:
         """Dry run: log the request instead of sending it."""
@@ -417,11 +421,8 @@ class GitHubClient:
             except GitHubError as e:
                 if not (e.retryable and attempt < self.retries):
                     raise
-            delay = self.retry_delay * (2 ** attempt)
-            attempt += 1
-            self.log(f"GitHub answered 5xx to POST on PR #{pr}; checking whether it landed, "
-                     f"then retrying in {delay:g} s ({attempt}/{self.retries})")
-            time.sleep(delay)
+            attempt = self._backoff(attempt, f"GitHub answered 5xx to POST on PR #{pr}; checking whether it "
+                                             "landed, then retrying")
             landed = self.find_marked_comment(pr, marker, author)
             if landed is not None:  # the failed POST did create it: make sure it has this body
                 if landed.get("body") != text:

@@ -172,6 +172,13 @@ def kernel_of(op_name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", op_name).lower()
 
 
+def lacking(base_header: str, head_header: str, op_names: list[str]) -> dict:
+    """op -> "base" or "head": the side whose header declares no kernel for it (ops both have: absent)."""
+    bk, hk = interface(base_header)[1], interface(head_header)[1]
+    return {op: ("base" if kernel_of(op) not in bk else "head") for op in op_names
+            if kernel_of(op) not in bk or kernel_of(op) not in hk}
+
+
 def compatibility(base_header: str, head_header: str, op_names: list[str]) -> dict:
     """op -> None when one process can measure both sides with this checkout's op file, else
     the reason it cannot (that op is then measured in each side's own checkout)."""

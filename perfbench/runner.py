@@ -226,6 +226,60 @@ def new_run(suite, settings: dict, partial: bool, quick: bool, flts: list, host_
                  started_at=repo.now())
 
 
+def suite_settings(suite, quick: bool, replicates: int | None) -> dict:
+    """The suite's measurement settings with --quick / --replicates applied."""
+    settings = dict(suite.settings)
+    if quick:
+        settings["replicates"] = settings["quick_replicates"]
+    if replicates:
+        if replicates < 2:
+            raise UsageError("--replicates must be >= 2 (a CI needs at least two replicates)")
+        settings["replicates"] = replicates
+    return settings
+
+
+def expand_cells(suite, opts, flts: list, facts, settings: dict) -> tuple[list, list]:
+    """The cells to measure and the notes on what was skipped (an error when none match); records
+    the axis overrides and the eviction buffer size in `settings`. `opts`: quick, threads, dtypes,
+    cache, spin, devices."""
+    cells, notes = suite.expand(quick=opts.quick, dtypes_=opts.dtypes, threads=opts.threads, cache=opts.cache,
+                                spin=opts.spin, devices=opts.devices, filters=flts, max_threads=facts.cores)
+    if not cells:
+        raise UsageError(f"no cells match: suite {suite.name!r} with filters {[f.text for f in flts]}"
+                         " (perfbench list --suite NAME shows the cells)")
+    settings["axes_overrides"] = {"threads": opts.threads, "dtypes": opts.dtypes, "cache": opts.cache,
+                                  "spin": opts.spin, "devices": opts.devices}
+    settings["evict_bytes"] = default_evict_bytes()
+    return cells, notes
+
+
+def cell_spec(cell, settings: dict, facts, replicates: int | None = None) -> CellSpec:
+    """What a worker needs to measure one cell (replicates: the settings' unless given)."""
+    return CellSpec(op=cell.case.op, params=[list(p) for p in cell.case.params], dtype=cell.dtype,
+                    threads=cell.threads, cache=cell.cache, spin=cell.spin, device=cell.device,
+                    seed=settings["seed"], replicates=replicates or settings["replicates"],
+                    rounds=settings["rounds"], block_ms=settings["block_ms"], numerics_only=cell.numerics_only,
+                    evict_bytes=settings["evict_bytes"], evict_threads=facts.cores)
+
+
+def finish_runs(store: Store, run_ids, status: str, message: str, stop, ui, partial: bool | None = None) -> None:
+    """Stop the workers (`stop()`) and record how the runs ended. Signals are ignored meanwhile:
+    a second Ctrl-C must not stop the runs' status from being recorded."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop()
+        with store.session() as s:
+            for rid in run_ids:
+                r = s.get(m.Run, rid)
+                r.status, r.finished_at, r.message = status, repo.now(), message
+                if partial is not None:
+                    r.partial = partial
+        ui.done()
+    finally:
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+
+
 RESUME_CONFLICTS = ("filters", "quick", "threads", "dtypes", "cache", "spin", "replicates")
 
 
@@ -238,13 +292,7 @@ def run(opts: RunOptions, ui=None) -> int:
     flts = [filt.parse(f) for f in opts.filters]
     facts = hostinfo.host_facts()
     versions = hostinfo.versions()
-    settings = dict(suite.settings)
-    if opts.quick:
-        settings["replicates"] = settings["quick_replicates"]
-    if opts.replicates:
-        if opts.replicates < 2:
-            raise UsageError("--replicates must be >= 2 (a CI needs at least two replicates)")
-        settings["replicates"] = opts.replicates
+    settings = suite_settings(suite, opts.quick, opts.replicates)
 
     resume_done: set = set()
     old_build = None
@@ -276,18 +324,11 @@ def run(opts: RunOptions, ui=None) -> int:
             opts.cache, opts.spin = axes.get("cache"), axes.get("spin")
             opts.devices = axes.get("devices")
 
-    cells, notes = suite.expand(quick=opts.quick, dtypes_=opts.dtypes, threads=opts.threads, cache=opts.cache,
-                                spin=opts.spin, devices=opts.devices, filters=flts, max_threads=facts.cores)
-    if not cells:
-        raise UsageError(f"no cells match: suite {suite.name!r} with filters {[f.text for f in flts]}"
-                         " (perfbench list --suite NAME shows the cells)")
+    cells, notes = expand_cells(suite, opts, flts, facts, settings)
     todo = [c for c in cells if c.key not in resume_done]
     # partial: not the whole suite at its own settings (a --max-time stop adds to this below)
     overridden = bool(opts.threads or opts.dtypes or opts.cache or opts.spin or opts.devices)
     partial = opts.quick or bool(flts) or overridden
-    settings["axes_overrides"] = {"threads": opts.threads, "dtypes": opts.dtypes, "cache": opts.cache,
-                                  "spin": opts.spin, "devices": opts.devices}
-    settings["evict_bytes"] = default_evict_bytes()
 
     # one measuring perfbench per host from here on: building (parallel compiles) and timing
     # would disturb a run in progress
@@ -338,12 +379,8 @@ def run(opts: RunOptions, ui=None) -> int:
                 scale = elapsed / spent_est if spent_est > 0 else 1.0
                 ui.start_cell(i, len(todo), cell, sum(est[i - 1:]) * scale)
                 op = ops.get(cell.case.op)
-                spec = CellSpec(op=op.name, params=[list(p) for p in cell.case.params], dtype=cell.dtype,
-                                threads=cell.threads, cache=cell.cache, spin=cell.spin, device=cell.device,
-                                seed=settings["seed"], replicates=settings["replicates"], rounds=settings["rounds"],
-                                block_ms=settings["block_ms"], numerics_only=cell.numerics_only,
-                                evict_bytes=settings["evict_bytes"], evict_threads=facts.cores)
-                outcome = worker.measure(spec, float(settings["timeout_s"]), on_phase=ui.phase)
+                outcome = worker.measure(cell_spec(cell, settings, facts), float(settings["timeout_s"]),
+                                         on_phase=ui.phase)
                 # a worker that died before ORT's dtype was known: use what this op/dtype had
                 if outcome.ort_dtype:
                     learned_ort_dtype[(op.name, cell.dtype)] = outcome.ort_dtype
@@ -361,16 +398,6 @@ def run(opts: RunOptions, ui=None) -> int:
             status, message = "failed", f"{e.__class__.__name__}: {e}"
             raise
         finally:
-            # a second Ctrl-C must not stop the run's status from being recorded
-            previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                worker.stop()
-                with store.session() as s:
-                    r = s.get(m.Run, run_id)
-                    r.status, r.finished_at, r.message = status, repo.now(), message
-                    r.partial = partial  # a resumed run that measured everything is whole again
-                ui.done()
-            finally:
-                for sig, h in previous.items():
-                    signal.signal(sig, h)
+            # a resumed run that measured everything is whole again
+            finish_runs(store, [run_id], status, message, worker.stop, ui, partial=partial)
         return run_id

@@ -4,6 +4,7 @@ it gets. (tests/test_workflows.py reuses the server for ci/post-comment.sh.)"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -181,17 +182,25 @@ def make_handler(state: FakeGitHub):
     return Handler
 
 
+@contextlib.contextmanager
+def serve(state: FakeGitHub):
+    """The fake on a local port while the block runs (state.api_url is its API root)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    state.api_url = f"http://127.0.0.1:{httpd.server_address[1]}/api/v3"
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 @pytest.fixture()
 def server():
     state = FakeGitHub()
     state.comments[7] = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
-    t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    t.start()
-    state.api_url = f"http://127.0.0.1:{httpd.server_address[1]}/api/v3"
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    with serve(state):
+        yield state
 
 
 def client(server, **kw):

@@ -41,6 +41,9 @@ def test_an_op_one_side_lacks_is_named():
     without = HEADER[:start] + HEADER[end:]
     assert revisions.compatibility(without, HEADER, ["Softmax"])["Softmax"] == "base's header declares no pb_softmax"
     assert revisions.compatibility(HEADER, without, ["Softmax"])["Softmax"] == "head's header declares no pb_softmax"
+    assert revisions.lacking(without, HEADER, OPS) == {"Softmax": "base"}
+    assert revisions.lacking(HEADER, without, OPS) == {"Softmax": "head"}
+    assert revisions.lacking(HEADER, HEADER, OPS) == {}
 
 
 def test_kernel_names_follow_op_names():

@@ -20,14 +20,12 @@ import stat
 import subprocess
 import sys
 import textwrap
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
-from tests.test_github import MARKER, REPO, TOKEN, FakeGitHub, make_handler
+from tests.test_github import MARKER, REPO, TOKEN, FakeGitHub, serve
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is in the test extra: pip install -e '.[test]'")
 
@@ -566,14 +564,8 @@ RENDER_SHIM = textwrap.dedent("""\
 
 @pytest.fixture()
 def github():
-    state = FakeGitHub()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
-    t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    t.start()
-    state.api_url = f"http://127.0.0.1:{httpd.server_address[1]}/api/v3"
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    with serve(FakeGitHub()) as state:
+        yield state
 
 
 def artifact(tmp_path: Path, doc: dict | None) -> Path:

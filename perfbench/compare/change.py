@@ -39,9 +39,9 @@ Q = 0.05
 # between-run spreads (log scale) assumed for a cell with no calibration on this host class:
 # "ab" for base and head measured in one sitting; "ours"/"ratio" for one run's mean log time /
 # mean log ours/ORT (two stored runs). From `perfbench calibrate` on 71 cells of this project's
-# 2-core development host (docs/compare.md): medians ab 1.0% (90th percentile 2.9%), ours 11.4%,
-# ORT 14.1%, ours/ORT 3.1%; the defaults sit at or above them.
-DEFAULT_SIGMA = {"ab": 0.02, "ours": 0.12, "ort": 0.15, "ratio": 0.04}
+# 2-core development host (docs/compare.md, "Measured"): medians ab 0.84%, ours 10.8%, ORT 12.8%,
+# ours/ORT 5.0%; the defaults sit at or above them.
+DEFAULT_SIGMA = {"ab": 0.02, "ours": 0.12, "ort": 0.15, "ratio": 0.05}
 CANNOT_CATCH = [
     "Cells outside the suite and filter this comparison ran; shapes, thread counts and dtypes it did not sweep.",
     "Changes smaller than the minimum effect, or within the calibrated between-run noise of a cell.",
@@ -204,15 +204,17 @@ def summary(rows: list[dict]) -> dict:
 def exit_code(rows: list[dict]) -> int:
     """1 on any ❌, or 🔴 on either the absolute or the ours/ORT verdict (CONTRACTS §6)."""
     for r in rows:
-        if r["verdict"] == "numerics-broke":
+        if r["verdict"] in ("numerics-broke", "regression"):
             return 1
         if any(r[m] and r[m]["verdict"] == "regression" for m in ("abs", "ratio")):
             return 1
     return 0
 
 
-def calibration_info(cal_meta: dict | None, rows: list[dict], age_s: float | None) -> dict:
-    """Where the sigma_b of this comparison came from (shown wherever it is used)."""
+def calibration_info(cal_meta: dict | None, rows: list[dict], age_s: float | None,
+                     mode: str = "interleaved") -> dict:
+    """Where the sigma_b of this comparison came from (shown wherever it is used); default_sigma is
+    what an uncalibrated cell's absolute change is judged with in this mode."""
     used = [r[m] for r in rows for m in ("abs", "ratio") if r[m]]
     n_cal = sum(1 for r in rows if r["abs"] and r["abs"]["sigma_source"] == "calibrated")
     n_def = sum(1 for r in rows if r["abs"] and r["abs"]["sigma_source"] == "default")
@@ -222,4 +224,5 @@ def calibration_info(cal_meta: dict | None, rows: list[dict], age_s: float | Non
     meta = cal_meta or {}
     return {"source": source, "calibration_id": meta.get("id"), "measured_at": meta.get("created_at"),
             "age_s": age_s, "host_class": meta.get("host_class"), "rounds": meta.get("rounds"),
-            "default_sigma": DEFAULT_SIGMA["ab"], "cells_calibrated": n_cal, "cells_default": n_def}
+            "default_sigma": DEFAULT_SIGMA["ab"] if mode == "interleaved" else math.sqrt(2) * DEFAULT_SIGMA["ours"],
+            "cells_calibrated": n_cal, "cells_default": n_def}

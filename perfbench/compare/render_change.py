@@ -13,6 +13,7 @@ import json
 import math
 import unicodedata
 
+from perfbench.compare import change
 from perfbench.compare.escape import ZWSP, clean, md_ref, md_text  # noqa: F401  (re-exported for tests)
 from perfbench.compare.render import fmt_ns
 from perfbench.errors import UsageError
@@ -20,7 +21,7 @@ from perfbench.errors import UsageError
 SCHEMA_VERSION = 1
 SYMBOLS = {"numerics-broke": "❌", "regression": "🔴", "possible": "⚠️", "improvement": "🟢",
            "unchanged": "✅", "not-comparable": "➖"}
-SEVERITY = ["numerics-broke", "regression", "possible", "improvement", "not-comparable", "unchanged"]
+SEVERITY = sorted(change.SEVERITY, key=change.SEVERITY.get)  # most severe first
 WORDS = {"numerics-broke": "numerics broke", "regression": "regression", "possible": "possible",
          "improvement": "improvement", "unchanged": "unchanged", "not-comparable": "not comparable"}
 FLAGGED = ("numerics-broke", "regression", "possible", "improvement")
@@ -182,12 +183,8 @@ def summary_line(doc: dict) -> str:
 
 
 def exit_code(doc: dict) -> int:
-    for r in doc["rows"]:
-        if r["verdict"] in ("numerics-broke", "regression"):
-            return 1
-        if any(r[k] is not None and r[k]["verdict"] == "regression" for k in ("abs", "ratio")):
-            return 1
-    return 0
+    """From the rows, never the document's own exit_code (CONTRACTS §6)."""
+    return change.exit_code(doc["rows"])
 
 
 def _stored_disagrees(doc: dict) -> bool:
