@@ -3,13 +3,20 @@
 
 A benchmark of the regression detector, not a test (it takes minutes and its answer is a
 measurement). It copies this working tree into a scratch git repository (base = its commit),
-then for each slowdown level writes a head whose Softmax driver recomputes `level` of its rows
-once more, spread evenly over the tensor (a slowdown about proportional to the work; an
-accumulator carries the fraction of a row across rows and calls), and runs `perfbench ab --base-rev HEAD` TRIALS times on the
-Softmax cells given (one per size class) plus cells of other ops that head does not touch.
-It prints, per level and cell, how many trials flagged the cell (⚠️ or 🔴), as a table and JSON.
+then for each slowdown level writes a head whose Softmax driver is slowed, and runs
+`perfbench ab --base-rev HEAD` TRIALS times on the Softmax cells given (one per size class) plus
+cells of other ops that head does not touch. It prints, per level and cell, how many trials
+flagged the cell (⚠️ or 🔴), as a table and JSON.
 
-    .venv/bin/python benchmarks/power_ab.py --levels 2,5,10,20 --trials 20 [--calibration cal.json]
+Two ways to slow the driver (--kind):
+  spin  after its pass, the driver busy-waits for `level` of the time the pass just took: a
+        slowdown of exactly `level` whatever the cache and the neighbours did (the default; the
+        cost is a parameter, so a miss is the detector's, not the slowdown's).
+  rows  the driver recomputes `level` of its rows once more, spread evenly over the tensor: real
+        extra work, but what it costs varies with what the shared L3 holds (on this host a
+        nominal 10% cost the 16 MiB cell between 4% and 19% from trial to trial).
+
+    .venv/bin/python benchmarks/power_ab.py --levels 5,10,20 --trials 20 [--kind spin|rows] [--calibration cal.json]
 """
 
 from __future__ import annotations
@@ -36,7 +43,8 @@ UNCHANGED_CELLS = {
 }
 COMMON = ["threads=1", "cache=warm", "dtype=f32", "spin=off"]
 PATCH_FROM = "    return pb_parallel_for(threads, a->rows, softmax_range, &c);\n}\n\n/* ---- rotary embedding ---- */"
-PATCH_TO = """    int st_ = pb_parallel_for(threads, a->rows, softmax_range, &c);
+PATCH_TO = {
+    "rows": """    int st_ = pb_parallel_for(threads, a->rows, softmax_range, &c);
     /* benchmarks/power_ab.py: recompute PERMILLE/1000 of the rows once more, spread evenly over the
      * tensor (so the extra rows come from where the main pass found them: cost ~ proportional) */
     static int64_t slow_acc_ = 0;
@@ -50,7 +58,25 @@ PATCH_TO = """    int st_ = pb_parallel_for(threads, a->rows, softmax_range, &c)
     return st_;
 }
 
-/* ---- rotary embedding ---- */"""
+/* ---- rotary embedding ---- */""",
+    "spin": """    struct timespec t0_, t_;
+    clock_gettime(CLOCK_MONOTONIC, &t0_);
+    int st_ = pb_parallel_for(threads, a->rows, softmax_range, &c);
+    /* benchmarks/power_ab.py: busy-wait PERMILLE/1000 of the time the pass took */
+    clock_gettime(CLOCK_MONOTONIC, &t_);
+    int64_t start_ = (int64_t)t0_.tv_sec * 1000000000 + t0_.tv_nsec;
+    int64_t end_ = (int64_t)t_.tv_sec * 1000000000 + t_.tv_nsec;
+    int64_t until_ = end_ + (end_ - start_) * PERMILLE / 1000;
+    while (end_ < until_) {
+        clock_gettime(CLOCK_MONOTONIC, &t_);
+        end_ = (int64_t)t_.tv_sec * 1000000000 + t_.tv_nsec;
+    }
+    return st_;
+}
+
+/* ---- rotary embedding ---- */""",
+}
+INCLUDE_FROM, INCLUDE_TO = "#include <stdint.h>\n", "#include <stdint.h>\n#include <time.h>\n"
 
 
 def git(repo, *args):
@@ -73,14 +99,15 @@ def scratch_repo(dest: Path) -> Path:
     return repo
 
 
-def set_level(repo: Path, permille: int) -> None:
+def set_level(repo: Path, permille: int, kind: str) -> None:
     drivers = repo / "native" / "cpu" / "kernels" / "drivers.c"
     git(repo, "checkout", "--", "native/cpu/kernels/drivers.c")
     if permille:
         text = drivers.read_text()
-        if PATCH_FROM not in text:
-            sys.exit("the Softmax driver changed: update PATCH_FROM in benchmarks/power_ab.py")
-        drivers.write_text(text.replace(PATCH_FROM, PATCH_TO.replace("PERMILLE", str(permille))))
+        if PATCH_FROM not in text or INCLUDE_FROM not in text:
+            sys.exit("the Softmax driver changed: update PATCH_FROM/INCLUDE_FROM in benchmarks/power_ab.py")
+        text = text.replace(INCLUDE_FROM, INCLUDE_TO, 1)
+        drivers.write_text(text.replace(PATCH_FROM, PATCH_TO[kind].replace("PERMILLE", str(permille))))
 
 
 def trial(repo: Path, env: dict, filters: list[str], calibration: str | None) -> dict:
@@ -105,6 +132,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--levels", default="2,5,10,20", help="slowdowns in percent (comma list)")
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--kind", choices=sorted(PATCH_TO), default="spin", help="how head is slowed (see above)")
     ap.add_argument("--calibration", help="a calibration file (perfbench calibration export)")
     ap.add_argument("--db", help="database for the trials' runs (default: a scratch file)")
     ap.add_argument("-o", "--output", help="write the tallies as JSON here")
@@ -120,8 +148,9 @@ def main() -> int:
     tallies = {}
     t0 = time.monotonic()
     for level in levels:
-        set_level(repo, int(round(level * 10)))
-        counts = {name: {"flagged": 0, "regression": 0, "trials": 0, "changes": []} for name in cells}
+        set_level(repo, int(round(level * 10)), args.kind)
+        counts = {name: {"flagged": 0, "regression": 0, "trials": 0, "changes": [], "verdicts": []}
+                  for name in cells}
         for t in range(args.trials):
             doc = trial(repo, env, filters, calibration)
             for row in doc["rows"]:
@@ -131,6 +160,7 @@ def main() -> int:
                 c = counts[name]
                 c["trials"] += 1
                 c["changes"].append(round(row["abs"]["change"], 4))
+                c["verdicts"].append(row["verdict"])
                 c["flagged"] += row["verdict"] in ("possible", "regression")
                 c["regression"] += row["verdict"] == "regression"
             print(f"level {level:g}% trial {t + 1}/{args.trials} ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
@@ -141,7 +171,7 @@ def main() -> int:
             med = sorted(c["changes"])[len(c["changes"]) // 2] if c["changes"] else float("nan")
             print(f"{level:>8}  {name:24} {c['flagged']:>3}/{c['trials']:<4} {c['regression']:>4} {100 * med:13.1f}%")
     if args.output:
-        Path(args.output).write_text(json.dumps({"levels": tallies, "cells": cells, "common": COMMON}, indent=1))
+        Path(args.output).write_text(json.dumps({"kind": args.kind, "levels": tallies, "cells": cells, "common": COMMON}, indent=1))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
