@@ -47,6 +47,7 @@ from perfbench.runner import (
 )
 from perfbench.store import hostinfo, repo
 from perfbench.store import models as m
+from perfbench.store.calibration import sigma_lookup
 from perfbench.store.db import Store
 from perfbench.timing.protocol import CellOutcome
 from perfbench.timing.worker import Worker
@@ -377,46 +378,6 @@ def compare_runs(s, base_id: int, head_id: int, base_ref: str, head_ref: str, op
 
 
 # ---- calibration ----
-
-def _key(case_id, timing_hash, dtype, threads, device, cache, spin) -> tuple:
-    return (case_id, timing_hash, dtype, int(threads), device, cache, spin)
-
-
-def sigma_lookup(s, run: m.Run, cal_file: dict | None):
-    """(lookup(row, timing_hash) -> spreads or None, calibrations used: id -> metadata). The
-    spreads come from a calibration file when given (used only if its host class is the run's),
-    else from the newest calibration in the database, of the run's host class, ORT version and
-    protocol version, that has the cell (cell key + timing hash)."""
-    table: dict = {}
-    if cal_file is not None:
-        if cal_file["host_class"] == run.host_class.key:
-            meta = {**cal_file["calibration"], "host_class": cal_file["host_class"]}
-            for c in cal_file["cells"]:
-                table[_key(c["case_id"], c["timing_hash"], c["dtype"], c["threads"], c["device"], c["cache"],
-                           c["spin"])] = {**c, "_meta": meta}
-    else:
-        cals = s.scalars(select(m.Calibration).where(
-            m.Calibration.host_class_id == run.host_class_id, m.Calibration.ort_version == run.ort_version,
-            m.Calibration.protocol_version == run.protocol_version).order_by(m.Calibration.id)).all()
-        for cal in cals:  # oldest first: newer calibrations overwrite
-            meta = {"id": cal.id, "created_at": cal.created_at.isoformat(), "host_class": run.host_class.key,
-                    "rounds": cal.rounds}
-            for c in cal.cells:
-                table[_key(c.case_id, c.timing_hash, c.dtype, c.threads, c.device, c.cache, c.spin)] = {
-                    "sigma_ab": c.sigma_ab, "sigma_ours": c.sigma_ours, "sigma_ort": c.sigma_ort,
-                    "sigma_ratio": c.sigma_ratio, "_meta": meta}
-    used: dict = {}
-
-    def lookup(row, timing_hash):
-        c = table.get(_key(row["case_id"], timing_hash, row["dtype"], row["threads"], row["device"], row["cache"],
-                           row["spin"]))
-        if not c:
-            return None
-        used[c["_meta"].get("id")] = c["_meta"]
-        return {"ab": c["sigma_ab"], "ours": c["sigma_ours"], "ort": c["sigma_ort"], "ratio": c["sigma_ratio"]}
-
-    return lookup, used
-
 
 def calibrate(opts: ABOptions, ui=None) -> dict:
     """A/A: the working tree's build against itself, `rounds` interleaved passes over the

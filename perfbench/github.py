@@ -1,5 +1,5 @@
 """The GitHub client: the one module that talks to GitHub (PR comments, finding a PR by its head
-commit; tickets later).
+commit, ticket issues).
 
 * `repo` is OWNER/NAME; the token comes from an argument or `GITHUB_TOKEN` and is never printed,
   logged, put in an exception or a repr (anything that could carry it is redacted to `***`).
@@ -428,3 +428,38 @@ class GitHubClient:
                 if landed.get("body") != text:
                     landed = self.update_issue_comment(int(landed["id"]), text) or landed
                 return "created", landed.get("html_url")
+
+    # -- issues (perfbench tickets sync) ---------------------------------------------------------
+
+    def list_issues(self, label: str) -> list[dict]:
+        """Every issue (open and closed, not pull requests) carrying `label`, following pages."""
+        if not label or not label.strip() or "," in label:
+            raise UsageError(f"--label {label!r} must be one non-empty label name without commas")
+        url = self._url(f"/repos/{self.owner}/{self.name}/issues", state="all", labels=label, per_page=PER_PAGE)
+        if self.dry_run:
+            self._describe("GET", url)
+            return []
+        items = self._get_pages(url, f"repo {self.repo}", "issues")
+        if not all(isinstance(i, dict) for i in items):
+            raise GitHubError(None, f"GitHub's answer to GET {url} is not a list of issues")
+        return [i for i in items if "pull_request" not in i]
+
+    def create_issue(self, title: str, body: str, labels: list[str]) -> dict:
+        """POST a new issue. Not retried: a 5xx may still have created it (the caller re-lists)."""
+        url = self._url(f"/repos/{self.owner}/{self.name}/issues")
+        data = {"title": title, "body": body, "labels": list(labels)}
+        if self.dry_run:
+            self._describe("POST", url, f"title: {title}\nlabels: {', '.join(labels)}\n\n{body}")
+            return {}
+        payload, _ = self._request("POST", url, data, what=f"repo {self.repo}", retry=False)
+        return payload or {}
+
+    def update_issue(self, number: int, **fields) -> dict:
+        """PATCH an issue's title / body / state / state_reason (idempotent, so 5xx are retried)."""
+        number = self._check_number(number, "the issue number")
+        url = self._url(f"/repos/{self.owner}/{self.name}/issues/{number}")
+        if self.dry_run:
+            self._describe("PATCH", url, "\n".join(f"{k}: {v}" for k, v in fields.items()))
+            return {}
+        payload, _ = self._request("PATCH", url, fields, what=f"issue #{number} in repo {self.repo}")
+        return payload or {}

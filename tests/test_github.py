@@ -39,7 +39,18 @@ class FakeGitHub:
         self.next_id = 1000
         self.create_anyway_on_fail = False  # a POST that 5xx's but did create the comment
         self.pulls: list[dict] = []  # pull requests, as GitHub lists them (see add_pull)
+        self.issues: list[dict] = []  # issues (and PRs, as GitHub's /issues lists both)
         self.lock = threading.Lock()
+
+    def add_issue(self, title, body, labels=("perfbench",), state="open", pull_request=False):
+        self.next_id += 1
+        i = {"number": len(self.issues) + 1, "id": self.next_id, "title": title, "body": body, "state": state,
+             "labels": [{"name": n} for n in labels],
+             "html_url": f"https://github.example/{REPO}/issues/{len(self.issues) + 1}"}
+        if pull_request:
+            i["pull_request"] = {"url": "x"}
+        self.issues.append(i)
+        return i
 
     def add_pull(self, number, sha, state="open", branch="feature", owner=None, commits=None):
         """A PR whose head is `sha` on OWNER:BRANCH (owner: the repo's, or a fork's); `commits`
@@ -132,10 +143,39 @@ def make_handler(state: FakeGitHub):
                 self._paged(url, items)
             return True
 
+        def _issues(self, url, rec):
+            """GET/POST /repos/R/issues and PATCH /repos/R/issues/N: True if it answered."""
+            m_all = re.fullmatch(rf"/api/v3/repos/{REPO}/issues", url.path)
+            m_one = re.fullmatch(rf"/api/v3/repos/{REPO}/issues/(\d+)", url.path)
+            if not (m_all and self.command in ("GET", "POST")) and not (m_one and self.command == "PATCH"):
+                return False
+            status = self._scripted_failure("issues")
+            if status is not None:
+                self._send(status, state.fail_body, state.fail_headers)
+            elif m_all and self.command == "GET":
+                q = parse_qs(url.query)
+                want, label = q.get("state", ["open"])[0], q.get("labels", [None])[0]
+                items = [i for i in state.issues if (want == "all" or i["state"] == want)
+                         and (label is None or label in [x["name"] for x in i["labels"]])]
+                self._paged(url, items)
+            elif m_all:
+                body = rec["json"]
+                i = state.add_issue(body["title"], body["body"], body.get("labels", []))
+                self._send(201, i)
+            else:
+                n = int(m_one.group(1))
+                if not 1 <= n <= len(state.issues):
+                    self._send(404, {"message": "Not Found"})
+                else:
+                    i = state.issues[n - 1]
+                    i.update({k: v for k, v in rec["json"].items() if k in ("title", "body", "state", "state_reason")})
+                    self._send(200, i)
+            return True
+
         def _handle(self):
             rec = self._record()
             url = urlsplit(self.path)
-            if self._pulls(url):
+            if self._pulls(url) or self._issues(url, rec):
                 return None
             m_list = re.fullmatch(rf"/api/v3/repos/{REPO}/issues/(\d+)/comments", url.path)
             m_upd = re.fullmatch(rf"/api/v3/repos/{REPO}/issues/comments/(\d+)", url.path)

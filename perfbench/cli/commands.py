@@ -196,7 +196,24 @@ def run(suite, filters, quick, threads, dtype, cache, spin, device, max_time, re
     click.echo(f"run {run_id}: {doc['run']['status']}{' (partial)' if doc['run']['partial'] else ''}, "
                f"{len(doc['cells'])} cells stored in {store.url}", err=True)
     _render(doc, fmt, output, disp)
+    _take_into_tickets(store, run_id)
     return _exit_code(doc)
+
+
+def _take_into_tickets(store, run_id: int) -> None:
+    """Every complete run updates the tickets (the work queue); a problem there is reported and
+    never costs the run, which is already stored."""
+    from perfbench.cli.tickets_cmds import summary_line
+    from perfbench.errors import PerfbenchError
+    from perfbench.tickets import lifecycle
+
+    try:
+        with store.session() as s:
+            summary = lifecycle.update(s, run_id)
+        click.echo(summary_line(summary) + " (`perfbench tickets` lists them)", err=True)
+    except PerfbenchError as e:
+        click.echo(f"tickets: not updated: {e} (run {run_id} is stored; `perfbench tickets update {run_id}` "
+                   "retries)", err=True)
 
 
 @cli.command("list")

@@ -301,3 +301,69 @@ class ComparisonRow(Base):
     sigma_b: Mapped[float | None] = mapped_column(Float, nullable=True)
     why: Mapped[str] = mapped_column(Text, default="")
     comparison: Mapped[Comparison] = relationship(back_populates="rows")
+
+
+class Ticket(Base):
+    """One losing range (or wrong-answer, broken or coverage range) of one group on one host class:
+    the work queue (CONTRACTS §7). `cells` is the range as last seen: per cell its key, timing
+    hash, parameters and the figures of the run that last measured it."""
+
+    __tablename__ = "tickets"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    uid: Mapped[str] = mapped_column(String(32), unique=True)  # stable across databases (sync marker)
+    host_class_id: Mapped[int] = mapped_column(ForeignKey("host_classes.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # wrong-answer | broken | loss | coverage
+    group_key: Mapped[str] = mapped_column(String(512), index=True)
+    op: Mapped[str] = mapped_column(String(128))
+    dtype: Mapped[str] = mapped_column(String(8))
+    device: Mapped[str] = mapped_column(String(16))
+    threads: Mapped[int] = mapped_column(Integer)
+    cache: Mapped[str] = mapped_column(String(8))
+    spin: Mapped[str] = mapped_column(String(8))
+    modes: Mapped[dict] = mapped_column(JSON, default=dict)  # op-specific modes (kv, layout, ...)
+    state: Mapped[str] = mapped_column(String(8))  # open | closed
+    closed_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)  # fixed | merged
+    merged_into_id: Mapped[int | None] = mapped_column(ForeignKey("tickets.id"), nullable=True)
+    split_from_id: Mapped[int | None] = mapped_column(ForeignKey("tickets.id"), nullable=True)
+    title: Mapped[str] = mapped_column(Text)
+    priority: Mapped[float] = mapped_column(Float, default=0.0)  # excess ns per call summed over the range
+    worst_ratio: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cells: Mapped[list] = mapped_column(JSON, default=list)
+    filters: Mapped[list] = mapped_column(JSON, default=list)  # --filter texts selecting exactly the range
+    suite: Mapped[str] = mapped_column(String(255))
+    first_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
+    first_sha: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    last_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
+    last_sha: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    closed_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
+    reopened: Mapped[int] = mapped_column(Integer, default=0)
+    github: Mapped[dict] = mapped_column(JSON, default=dict)  # repo -> issue number
+    opened_at: Mapped[datetime] = mapped_column(DateTime)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    host_class: Mapped[HostClass] = relationship()
+    events: Mapped[list[TicketEvent]] = relationship(back_populates="ticket", cascade="all, delete-orphan",
+                                                     order_by="TicketEvent.id")
+
+
+class TicketEvent(Base):
+    """A ticket's history: opened, updated, closed, reopened, merged, split (with the run)."""
+
+    __tablename__ = "ticket_events"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    ticket_id: Mapped[int] = mapped_column(ForeignKey("tickets.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
+    event: Mapped[str] = mapped_column(String(16))
+    detail: Mapped[dict] = mapped_column(JSON, default=dict)
+    at: Mapped[datetime] = mapped_column(DateTime)
+    ticket: Mapped[Ticket] = relationship(back_populates="events")
+
+
+class TicketRun(Base):
+    """A run whose cells the tickets have taken in (once per run; in run order per host class)."""
+
+    __tablename__ = "ticket_runs"
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    host_class_id: Mapped[int] = mapped_column(ForeignKey("host_classes.id"), index=True)
+    summary: Mapped[dict] = mapped_column(JSON, default=dict)
+    applied_at: Mapped[datetime] = mapped_column(DateTime)

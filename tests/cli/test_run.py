@@ -142,6 +142,25 @@ def test_failures_are_recorded_and_exit_1(env):
                      "HangingOp": "timeout", "Softmax": "ok"}
     assert db_rows(env, "select status from runs where id = ?", run_id)[0][0] == "complete"
     assert "FAIL" in r.stderr and "FAIL:crashed" in r.stdout
+    # the run became tickets by itself: a wrong answer first, then each way ours failed to run
+    assert "tickets: 4 opened" in r.stderr
+    t = pb(env, "tickets", "--format", "json")
+    assert t.returncode == 0, t.stderr
+    got = {x["op"]: (x["kind"], x["state"]) for x in json.loads(t.stdout)["tickets"]}
+    assert got == {"WrongOp": ("wrong-answer", "open"), "CrashingOp": ("broken", "open"),
+                   "RaisingOp": ("broken", "open"), "HangingOp": ("broken", "open")}
+    first = json.loads(t.stdout)["tickets"][0]
+    assert first["kind"] == "wrong-answer" and first["reproduce"] == (
+        'perfbench run --suite failing --filter "op=WrongOp dtype=f32 threads=1 cache=warm spin=off batch=1 heads=2 '
+        'keys=64 queries=1"')
+    shown = pb(env, "tickets", "show", str(first["id"]))
+    assert shown.returncode == 0 and "wrong answer in 1\\/1 cells" in shown.stdout and "err(ours)" in shown.stdout
+    table = pb(env, "tickets")
+    assert table.returncode == 0 and table.stdout.index("wrong-answer") < table.stdout.index("broken")
+    assert pb(env, "tickets", "show", "999").returncode == 2
+    # taking the same run in again changes nothing
+    again = pb(env, "tickets", "update", str(run_id))
+    assert again.returncode == 0 and "already taken in" in again.stdout
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -228,7 +247,8 @@ def test_mutants_reports_a_hole_in_the_gate(env):
     assert "rejected in 0/2 cells" in r.stdout or "rejected in 0/1 cells" in r.stdout
 
 
-@pytest.mark.parametrize("command", ["run", "list", "show", "runs", "peaks", "selfcheck", "build", "mutants"])
+@pytest.mark.parametrize("command", ["run", "list", "show", "runs", "peaks", "selfcheck", "build", "mutants", "tickets",
+                                     "score"])
 def test_help_teaches(env, command):
     r = pb(env, command, "--help")
     assert r.returncode == 0 and "Usage:" in r.stdout

@@ -1,0 +1,41 @@
+"""fast_1 per region (op / dtype / threads) over a suite's history (CONTRACTS §2)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from perfbench.compare import verdicts, views
+from perfbench.compare.render import _grid
+from perfbench.store import models as m
+
+
+def history(s, suite: str, host_class_id: int | None, last: int) -> dict:
+    """The newest `last` full runs (complete, not partial, not invalidated, origin run) of `suite`
+    on the host class, oldest first, and per region its fast_1 in each (None: not measured)."""
+    q = select(m.Run).where(m.Run.suite == suite, m.Run.status == "complete", m.Run.partial.is_(False),
+                            m.Run.invalidated.is_(False), m.Run.origin == "run")
+    if host_class_id is not None:
+        q = q.where(m.Run.host_class_id == host_class_id)
+    runs = list(reversed(s.scalars(q.order_by(m.Run.started_at.desc(), m.Run.id.desc()).limit(last)).all()))
+    regions: dict = {}
+    for i, r in enumerate(runs):
+        for c in r.cells:
+            key = (c.case.op, c.dtype, c.threads)
+            regions.setdefault(key, [[] for _ in runs])[i].append(views._V(c.verdict, c.ratio))
+    out = []
+    for (op, dt, th), per_run in sorted(regions.items()):
+        out.append({"op": op, "dtype": dt, "threads": th,
+                    "fast_1": [verdicts.fast_1(cs) if cs else None for cs in per_run],
+                    "cells": [len(cs) for cs in per_run]})
+    return {"suite": suite, "runs": [{"id": r.id, "git_sha": r.git_sha, "started_at": r.started_at.isoformat()}
+                                     for r in runs], "regions": out}
+
+
+def table(doc: dict) -> str:
+    heads = ["op", "dtype", "thr"] + [f"run {r['id']}" + (f" {r['git_sha'][:7]}" if r["git_sha"] else "")
+                                      for r in doc["runs"]]
+    rows = []
+    for g in doc["regions"]:
+        rows.append([g["op"], g["dtype"], str(g["threads"])]
+                    + ["-" if f is None else f"{100 * f:.0f}%" for f in g["fast_1"]])
+    return _grid(heads, rows) + "\n\nfast_1 = cells where ours is correct and faster than ORT / all cells due (n/a excluded)"

@@ -1,0 +1,105 @@
+"""`perfbench tickets sync`: the database's tickets as GitHub issues, through the one GitHub client.
+
+Each ticket's issue carries a hidden marker with the ticket's uid and the label (default
+`perfbench`). A sync lists the label's issues (open and closed), then per ticket, by priority:
+
+* an open ticket without an issue: create one (at most `max_new` per sync; the rest wait);
+* a ticket with an issue whose title, body or state differ: PATCH it (closed tickets close their
+  issue, reopened ones reopen it);
+* otherwise nothing: a second sync sends no writes.
+
+Coverage tickets (ORT has no kernel) are not synced: they are not a kernel to fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+
+from perfbench.github import GitHubClient, GitHubError
+from perfbench.store import models as m
+from perfbench.tickets import lifecycle, render
+
+SYNCED_KINDS = ("wrong-answer", "broken", "loss")
+
+
+def marker(uid: str) -> str:
+    return f"<!-- perfbench-ticket {uid} -->"
+
+
+def issue_body(t: m.Ticket, host_class: str) -> str:
+    events = [{"event": e.event, "run_id": e.run_id, "detail": e.detail} for e in t.events]
+    text = render.body(t, host_class, events)
+    return text.rstrip() + "\n\n" + marker(t.uid)
+
+
+@dataclass
+class SyncResult:
+    created: list = field(default_factory=list)  # (ticket id, issue number)
+    updated: list = field(default_factory=list)
+    closed: list = field(default_factory=list)
+    reopened: list = field(default_factory=list)
+    unchanged: list = field(default_factory=list)
+    waiting: list = field(default_factory=list)  # open tickets over --max-new
+
+    def as_dict(self) -> dict:
+        return {k: list(v) for k, v in self.__dict__.items()}
+
+
+def _norm(text) -> str:
+    return (text or "").replace("\r\n", "\n").strip()
+
+
+def sync(s, client: GitHubClient, label: str = "perfbench", max_new: int = 10,
+         host_class: str | None = None) -> SyncResult:
+    q = select(m.Ticket).where(m.Ticket.kind.in_(SYNCED_KINDS))
+    if host_class:
+        q = q.join(m.HostClass).where(m.HostClass.key == host_class)
+    tickets = sorted(s.scalars(q).all(), key=lifecycle.sort_key)
+    existing = {}
+    for issue in client.list_issues(label):
+        body = issue.get("body") or ""
+        for t in tickets:
+            if marker(t.uid) in body and isinstance(issue.get("number"), int):
+                existing.setdefault(t.uid, issue)
+    res = SyncResult()
+    for t in tickets:
+        want_state = "open" if t.state == "open" else "closed"
+        title, body = t.title, issue_body(t, t.host_class.key)
+        issue = existing.get(t.uid)
+        if issue is None and client.dry_run and t.github.get(client.repo):
+            issue = {"number": t.github[client.repo], "title": None, "body": None, "state": None}
+        if issue is None:
+            if want_state != "open":
+                continue
+            if len(res.created) >= max_new:
+                res.waiting.append(t.id)
+                continue
+            made = client.create_issue(title, body, [label])
+            number = made.get("number")
+            if number is None and not client.dry_run:
+                raise GitHubError(None, f"GitHub created an issue for ticket {t.id} but did not say its number")
+            if number is not None:
+                t.github = {**(t.github or {}), client.repo: int(number)}
+            res.created.append((t.id, number))
+            continue
+        number = int(issue["number"])
+        if t.github.get(client.repo) != number:
+            t.github = {**(t.github or {}), client.repo: number}
+        fields = {}
+        if _norm(issue.get("title")) != _norm(title):
+            fields["title"] = title
+        if _norm(issue.get("body")) != _norm(body):
+            fields["body"] = body
+        if issue.get("state") != want_state:
+            fields["state"] = want_state
+            if want_state == "closed":
+                fields["state_reason"] = "completed" if t.closed_reason == "fixed" else "not_planned"
+        if not fields:
+            res.unchanged.append((t.id, number))
+            continue
+        client.update_issue(number, **fields)
+        bucket = {"closed": res.closed, "open": res.reopened}.get(fields.get("state"), res.updated)
+        bucket.append((t.id, number))
+    return res

@@ -1,0 +1,220 @@
+"""Tickets in a real database (SQLite and PostgreSQL): opening, one ticket per range across runs,
+grow/shrink/split/merge, closing only by a run that measured the whole range, reopening, order."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+
+from perfbench.compare import verdicts
+from perfbench.errors import UsageError
+from perfbench.store import models as m
+from perfbench.store import repo
+from perfbench.tickets import lifecycle, render
+from tests.store.test_store import T0, add_run, env, store  # noqa: F401  (fixtures)
+
+KEYS = (128, 512, 1024, 4096)
+HEADS = (14, 32)
+
+
+def add_cells(s, rid, slow: dict, heads=HEADS, keys=KEYS, mismatch=(), ort_status="ok", th="t0"):
+    """One Softmax cell per (heads, keys); `slow[(heads, keys)]` = ours/ORT ratio (default 0.8);
+    cells in `mismatch` fail the numerics gate."""
+    for h in heads:
+        for k in keys:
+            params = {"batch": 1, "heads": h, "queries": 1, "keys": k}
+            cid = "Softmax" + "".join(f".{a}={v}" for a, v in params.items())
+            case = repo.ensure_case(s, cid, "Softmax", params, th)
+            ratio = slow.get((h, k), 0.8)
+            ort = [1000.0 + 10 * i for i in range(8)]
+            ours = [o * ratio * (1 + 0.002 * ((-1) ** i)) for i, o in enumerate(ort)]
+            st = "mismatch" if (h, k) in mismatch else "ok"
+            v = verdicts.decide(st, ort_status, ours, ort)
+            c = m.Cell(run_id=rid, case_pk=case.id, dtype="f32", threads=1, device="cpu", cache="warm", spin="off",
+                       timing_hash=th, numerics_hash="n", seed=1, numerics_only=False, n=v.n, ratio=v.ratio,
+                       ratio_lo=v.lo, ratio_hi=v.hi, mean_log=v.mean_log, sd_log=v.sd_log, ci_method=v.method,
+                       verdict=v.verdict, verdict_note=v.note, measured_at=T0)
+            c.measurements.append(m.Measurement(impl="ours", status=st, message="err 1 > tol" if st != "ok" else "",
+                                                dtype="f32", median_ns=sorted(ours)[4], replicates_ns=ours,
+                                                throughput=10.0, throughput_unit="GB/s", peak_share=0.1))
+            c.measurements.append(m.Measurement(impl="ort", status=ort_status, dtype="f32", path="kernel",
+                                                median_ns=sorted(ort)[4], replicates_ns=ort))
+            s.add(c)
+    s.flush()
+
+
+class Runs:
+    def __init__(self, store, env):  # noqa: F811
+        self.store, self.env, self.minutes = store, env, 0
+
+    def take(self, slow, **kw):
+        """A new complete run with these slow cells, taken into the tickets; returns its summary."""
+        partial = kw.pop("partial", False)
+        with self.store.session() as s:
+            self.minutes += 10
+            rid = add_run(s, self.env, minutes=self.minutes, partial=partial, sha=f"{self.minutes:040d}")
+            add_cells(s, rid, slow, **kw)
+            return lifecycle.update(s, rid)
+
+    def tickets(self):
+        with self.store.session() as s:
+            out = []
+            for t in s.query(m.Ticket).order_by(m.Ticket.id):
+                out.append({"id": t.id, "state": t.state, "reason": t.closed_reason, "kind": t.kind,
+                            "cells": sorted(c["params"]["keys"] * 100 + c["params"]["heads"] for c in t.cells),
+                            "title": t.title, "reopened": t.reopened, "split_from": t.split_from_id,
+                            "merged_into": t.merged_into_id, "closed_run": t.closed_run_id,
+                            "events": [e.event for e in t.events], "filters": t.filters})
+            return out
+
+
+@pytest.fixture()
+def runs(store, env):  # noqa: F811
+    return Runs(store, env)
+
+
+def cells_of(*pairs):
+    return sorted(k * 100 + h for h, k in pairs)
+
+
+def test_a_losing_range_opens_one_ticket_and_the_same_range_never_twice(runs):
+    slow = {(32, 1024): 1.6, (32, 4096): 2.4}
+    s1 = runs.take(slow)
+    assert len(s1["opened"]) == 1
+    [t] = runs.tickets()
+    assert t["title"] == ("Softmax f32, 1 thread: losing 2/2 cells, 1.60–2.40× slower "
+                          "(keys 1024–4096; batch 1, heads 32, queries 1)")
+    assert t["filters"] == ["op=Softmax dtype=f32 threads=1 cache=warm spin=off batch=1 heads=32 keys=1024..4096 "
+                            "queries=1"]
+    for _ in range(2):
+        s = runs.take(slow)
+        assert s["opened"] == [] and s["unchanged"] == [t["id"]]
+    assert len(runs.tickets()) == 1
+
+
+def test_grow_and_shrink_keep_the_ticket(runs):
+    runs.take({(32, 1024): 1.6, (32, 4096): 2.4})
+    s = runs.take({(32, 512): 1.3, (32, 1024): 1.6, (32, 4096): 2.4, (14, 4096): 1.9})
+    [t] = runs.tickets()
+    assert s["updated"] == [t["id"]] and t["cells"] == cells_of((32, 512), (32, 1024), (32, 4096), (14, 4096))
+    runs.take({(32, 4096): 2.4})
+    [t] = runs.tickets()
+    assert t["state"] == "open" and t["cells"] == cells_of((32, 4096))
+
+
+def test_closes_only_when_a_run_measured_every_cell_and_reopens(runs):
+    runs.take({(32, 1024): 1.6, (32, 4096): 2.4})
+    # a filtered run that measured one of the two cells, not losing: not closed
+    s = runs.take({}, heads=(32,), keys=(4096,), partial=True)
+    [t] = runs.tickets()
+    assert s["closed"] == [] and t["state"] == "open" and t["cells"] == cells_of((32, 1024))
+    # a run on which the other cell is not a loss either: closed as fixed, recording the run
+    s = runs.take({})
+    [t] = runs.tickets()
+    assert s["closed"] == [t["id"]] and (t["state"], t["reason"]) == ("closed", "fixed") and t["closed_run"]
+    # the kernel regresses: the same ticket reopens
+    s = runs.take({(32, 1024): 1.7})
+    [t] = runs.tickets()
+    assert s["reopened"] == [t["id"]] and t["state"] == "open" and t["reopened"] == 1
+    assert t["events"] == ["opened", "updated", "closed", "reopened"]
+
+
+def test_a_partial_run_never_closes_what_it_did_not_measure(runs):
+    runs.take({(32, 4096): 2.4})
+    runs.take({}, heads=(14,), partial=True)
+    assert runs.tickets()[0]["state"] == "open"
+    # another timing definition of the same case is another cell: not measured
+    runs.take({}, th="t1")
+    assert runs.tickets()[0]["state"] == "open"
+
+
+def test_hysteresis_a_loss_under_the_threshold_stays_in_its_range(runs):
+    runs.take({(32, 1024): 1.6, (32, 4096): 2.4})
+    runs.take({(32, 1024): 1.02, (32, 4096): 2.4})  # still `loss` (CI above 1), no longer by > 3%
+    [t] = runs.tickets()
+    assert t["cells"] == cells_of((32, 1024), (32, 4096))
+
+
+def test_split_and_merge(runs):
+    runs.take({(32, k): 1.8 for k in KEYS})
+    s = runs.take({(32, 128): 1.8, (32, 1024): 1.8, (32, 4096): 1.8})  # 512 recovered: split
+    t1, t2 = runs.tickets()
+    assert t1["cells"] == cells_of((32, 1024), (32, 4096)) and t2["cells"] == cells_of((32, 128))
+    assert t2["split_from"] == t1["id"] and s["split"] == [t2["id"]]
+    s = runs.take({(32, k): 1.8 for k in KEYS})  # 512 loses again: one range, the oldest ticket survives
+    t1, t2 = runs.tickets()
+    assert t1["state"] == "open" and t1["cells"] == cells_of(*[(32, k) for k in KEYS])
+    assert (t2["state"], t2["reason"], t2["merged_into"]) == ("closed", "merged", t1["id"])
+    assert s["merged"] == [t2["id"]]
+
+
+def test_wrong_answers_are_their_own_kind_first_in_priority(runs):
+    runs.take({(32, 4096): 2.4})
+    runs.take({(32, 4096): 2.4}, mismatch={(14, 128)})
+    with runs.store.session() as s:
+        ts = sorted(s.query(m.Ticket).all(), key=lifecycle.sort_key)
+        assert [t.kind for t in ts] == ["wrong-answer", "loss"]
+        assert "wrong answer in 1/1 cells" in ts[0].title
+        body = render.body(ts[0], "hc")
+        assert "err 1 \\> tol" in body
+
+
+def test_run_order_origin_and_status_are_checked(runs, store, env):  # noqa: F811
+    runs.take({(32, 4096): 2.4})
+    with store.session() as s:
+        old = add_run(s, env, minutes=-5)
+        add_cells(s, old, {})
+        with pytest.raises(UsageError, match="older than run"):
+            lifecycle.update(s, old)
+        ab = add_run(s, env, minutes=100, origin="ab-head")
+        with pytest.raises(UsageError, match="not a `perfbench run`"):
+            lifecycle.update(s, ab)
+        inter = add_run(s, env, minutes=101, status="interrupted")
+        with pytest.raises(UsageError, match="complete runs only"):
+            lifecycle.update(s, inter)
+    with store.session() as s:
+        rid = add_run(s, env, minutes=200)
+        add_cells(s, rid, {(32, 4096): 2.4})
+        first = lifecycle.update(s, rid)
+    with store.session() as s:
+        again = lifecycle.update(s, rid)
+    assert again["already"] and again["unchanged"] == first["unchanged"]
+
+
+def test_body_has_the_table_reproduce_command_and_history(runs):
+    runs.take({(32, 1024): 1.6, (32, 4096): 2.4})
+    runs.take({(32, 512): 1.3, (32, 1024): 1.6, (32, 4096): 2.4})
+    with runs.store.session() as s:
+        t = s.query(m.Ticket).one()
+        events = [{"event": e.event, "run_id": e.run_id, "detail": e.detail} for e in t.events]
+        body = render.body(t, "AMD EPYC | 2 cores | Linux", events)
+    assert "| Case | Ours | ORT | ours/ORT [95% CI] | Ours throughput | Share of peak | ORT path |" in body
+    assert "1.60 [" in body and "10 GB\\/s" in body and "| 10% |" in body and "kernel" in body
+    assert ("perfbench run --suite attention --filter \"op=Softmax dtype=f32 threads=1 cache=warm spin=off batch=1 "
+            "heads=32 keys=512..4096 queries=1\"") in body
+    assert "opened by run" in body and "updated by run" in body
+    assert "First seen:** run" in body and str(t.first_sha[:12]) in body
+
+
+def test_time_order_uses_start_times(store, env):  # noqa: F811
+    with store.session() as s:
+        a = add_run(s, env, minutes=10)
+        add_cells(s, a, {(32, 4096): 2.4})
+        lifecycle.update(s, a)
+        b = add_run(s, env, minutes=5, started_at=T0 + timedelta(minutes=20))
+        add_cells(s, b, {})
+        assert lifecycle.update(s, b)["closed"]
+
+
+def test_every_string_from_the_data_is_escaped_in_the_body(runs):
+    runs.take({(32, 4096): 2.4}, mismatch={(32, 4096)})
+    with runs.store.session() as s:
+        t = s.query(m.Ticket).one()
+        t.cells = [dict(t.cells[0], message="<img src=x onerror=alert(1)> @admin fixes #12 see http://evil.example |x|")]
+        body = render.body(t, "host <b>class</b> @someone")
+    for raw in ("<img", "<b>", "|x|", "@admin", "@someone", "http://evil", "#12"):
+        assert raw not in body.replace("\\", "").replace("\u200b", "") or not re.search(
+            r"(?<!\\)" + re.escape(raw), body), raw
+    assert "\\<img" in body and "\\|x\\|" in body and "\\@\u200badmin" in body

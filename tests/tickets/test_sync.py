@@ -1,0 +1,137 @@
+"""`perfbench tickets sync` against a local HTTP server that emulates GitHub's issues API and
+records every request: create, idempotent re-sync, update, close, reopen, --max-new, pagination,
+errors, dry run; and the CLI's exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from perfbench.github import GitHubClient, GitHubError
+from perfbench.store import models as m
+from perfbench.store.db import Store
+from perfbench.tickets import sync as sync_mod
+from tests.conftest import perfbench_cmd
+from tests.store.test_store import env  # noqa: F401  (fixture)
+from tests.test_github import REPO, TOKEN, FakeGitHub, serve
+from tests.tickets.test_lifecycle import Runs
+
+
+@pytest.fixture()
+def store(db_url):
+    st = Store(db_url)
+    yield st
+    st.dispose()
+
+
+@pytest.fixture()
+def runs(store, env):  # noqa: F811
+    return Runs(store, env)
+
+
+@pytest.fixture()
+def gh():
+    state = FakeGitHub()
+    with serve(state):
+        yield state
+
+
+def do_sync(store, gh, **kw):
+    client = GitHubClient(REPO, token=TOKEN, api_url=gh.api_url, retry_delay=0.01)
+    with store.session() as s:
+        return sync_mod.sync(s, client, **kw)
+
+
+def writes(gh):
+    return [r for r in gh.requests if r["method"] != "GET"]
+
+
+def test_create_then_a_second_sync_sends_no_writes(runs, store, gh):
+    runs.take({(32, 1024): 1.6, (32, 4096): 2.4})
+    res = do_sync(store, gh)
+    assert [n for _, n in res.created] == [1]
+    [post] = writes(gh)
+    assert post["method"] == "POST" and post["path"] == f"/api/v3/repos/{REPO}/issues"
+    assert post["json"]["labels"] == ["perfbench"] and post["json"]["title"].startswith("Softmax f32, 1 thread: losing")
+    assert "<!-- perfbench-ticket " in post["json"]["body"] and "perfbench run --suite attention" in post["json"]["body"]
+    assert post["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    gh.requests.clear()
+    res = do_sync(store, gh)
+    assert writes(gh) == [] and len(res.unchanged) == 1
+    gets = [r["path"] for r in gh.requests]
+    assert gets == [f"/api/v3/repos/{REPO}/issues?state=all&labels=perfbench&per_page=100"]
+    with store.session() as s:
+        assert s.query(m.Ticket).one().github == {REPO: 1}
+
+
+def test_update_close_and_reopen_follow_the_ticket(runs, store, gh):
+    runs.take({(32, 4096): 2.4})
+    do_sync(store, gh)
+    runs.take({(32, 1024): 1.6, (32, 4096): 2.4})  # the range grows: title and body change
+    gh.requests.clear()
+    res = do_sync(store, gh)
+    [patch] = writes(gh)
+    assert res.updated == [(1, 1)] and patch["method"] == "PATCH" and set(patch["json"]) == {"title", "body"}
+    assert "losing 2/2 cells" in gh.issues[0]["title"]
+    runs.take({})  # fixed
+    gh.requests.clear()
+    res = do_sync(store, gh)
+    [patch] = writes(gh)
+    assert res.closed == [(1, 1)] and patch["json"]["state"] == "closed"
+    assert patch["json"]["state_reason"] == "completed" and gh.issues[0]["state"] == "closed"
+    runs.take({(32, 4096): 2.0})  # regresses
+    gh.requests.clear()
+    res = do_sync(store, gh)
+    assert res.reopened == [(1, 1)] and gh.issues[0]["state"] == "open" and len(gh.issues) == 1
+
+
+def test_max_new_and_priority_order(runs, store, gh):
+    runs.take({(32, 128): 3.0, (32, 1024): 1.5, (14, 4096): 2.0})  # three separate ranges
+    res = do_sync(store, gh, max_new=2)
+    assert len(res.created) == 2 and len(res.waiting) == 1
+    # highest priority first: the largest excess time per call (3.0x: ~2 us, 2.0x: ~1 us, 1.5x: ~0.5 us)
+    assert "heads 32, queries 1, keys 128)" in gh.issues[0]["title"]
+    assert "heads 14, queries 1, keys 4096)" in gh.issues[1]["title"]
+    res = do_sync(store, gh, max_new=2)
+    assert len(res.created) == 1 and len(gh.issues) == 3 and not res.waiting
+
+
+def test_existing_issue_found_on_a_later_page_not_duplicated(runs, store, gh):
+    runs.take({(32, 4096): 2.4})
+    do_sync(store, gh)
+    for i in range(4):
+        gh.add_issue(f"human {i}", "no marker here")
+    gh.add_issue("a PR", gh.issues[0]["body"], pull_request=True)  # a PR carrying the marker is not ours
+    gh.per_page_cap = 2
+    with store.session() as s:  # forget the number: the marker alone must find it
+        s.query(m.Ticket).one().github = {}
+    gh.requests.clear()
+    res = do_sync(store, gh)
+    assert writes(gh) == [] and res.unchanged == [(1, 1)] and len(gh.issues) == 6
+    assert sum(r["method"] == "GET" for r in gh.requests) == 3
+
+
+@pytest.mark.parametrize("status,needle", [(403, "refused the token (403)"), (404, "not found (404)"),
+                                           (422, "rejected the request (422)"), (502, "server error 502")])
+def test_errors_are_clear_and_exit_5(runs, store, gh, db_url, cli_env, status, needle):
+    runs.take({(32, 4096): 2.4})
+    gh.fail[("GET", "issues")] = [status] * 6  # 5xx: 3 attempts each for the call and the CLI
+    with pytest.raises(GitHubError):
+        do_sync(store, gh)
+    environ = {**cli_env, "PERFBENCH_DB": db_url, "GITHUB_TOKEN": TOKEN}
+    r = subprocess.run(perfbench_cmd() + ["tickets", "sync", "--repo", REPO, "--api-url", gh.api_url], env=environ,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 5 and needle in r.stderr and TOKEN not in r.stderr + r.stdout
+
+
+def test_cli_dry_run_sends_nothing_and_needs_no_token(runs, gh, db_url, cli_env):
+    runs.take({(32, 4096): 2.4})
+    environ = {k: v for k, v in {**cli_env, "PERFBENCH_DB": db_url}.items() if k != "GITHUB_TOKEN"}
+    r = subprocess.run(perfbench_cmd() + ["tickets", "sync", "--repo", REPO, "--api-url", gh.api_url, "--dry-run"],
+                       env=environ, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert gh.requests == [] and "would create ticket 1" in r.stdout and "dry run: nothing sent" in r.stderr
+    r = subprocess.run(perfbench_cmd() + ["tickets", "sync", "--repo", REPO, "--api-url", gh.api_url], env=environ,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "GITHUB_TOKEN is not set" in r.stderr
