@@ -444,6 +444,23 @@ class GitHubClient:
             raise GitHubError(None, f"GitHub's answer to GET {url} is not a list of issues")
         return [i for i in items if "pull_request" not in i]
 
+    def get_issue(self, number: int) -> dict | None:
+        """One issue by number, or None when it does not exist (404) or is a pull request."""
+        number = self._check_number(number, "the issue number")
+        url = self._url(f"/repos/{self.owner}/{self.name}/issues/{number}")
+        if self.dry_run:
+            self._describe("GET", url)
+            return None
+        try:
+            payload, _ = self._request("GET", url, what=f"issue #{number} in repo {self.repo}")
+        except GitHubError as e:
+            if e.status == 404:
+                return None
+            raise
+        if not isinstance(payload, dict) or "pull_request" in payload:
+            return None
+        return payload
+
     def create_issue(self, title: str, body: str, labels: list[str]) -> dict:
         """POST a new issue. Not retried: a 5xx may still have created it (the caller re-lists)."""
         url = self._url(f"/repos/{self.owner}/{self.name}/issues")

@@ -147,10 +147,13 @@ def make_handler(state: FakeGitHub):
             """GET/POST /repos/R/issues and PATCH /repos/R/issues/N: True if it answered."""
             m_all = re.fullmatch(rf"/api/v3/repos/{REPO}/issues", url.path)
             m_one = re.fullmatch(rf"/api/v3/repos/{REPO}/issues/(\d+)", url.path)
-            if not (m_all and self.command in ("GET", "POST")) and not (m_one and self.command == "PATCH"):
+            if not (m_all and self.command in ("GET", "POST")) and not (m_one and self.command in ("GET", "PATCH")):
                 return False
             status = self._scripted_failure("issues")
             if status is not None:
+                if status >= 500 and m_all and self.command == "POST" and state.create_anyway_on_fail:
+                    body = rec["json"]
+                    state.add_issue(body["title"], body["body"], body.get("labels", []))
                 self._send(status, state.fail_body, state.fail_headers)
             elif m_all and self.command == "GET":
                 q = parse_qs(url.query)
@@ -166,6 +169,8 @@ def make_handler(state: FakeGitHub):
                 n = int(m_one.group(1))
                 if not 1 <= n <= len(state.issues):
                     self._send(404, {"message": "Not Found"})
+                elif self.command == "GET":
+                    self._send(200, state.issues[n - 1])
                 else:
                     i = state.issues[n - 1]
                     i.update({k: v for k, v in rec["json"].items() if k in ("title", "body", "state", "state_reason")})

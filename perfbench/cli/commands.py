@@ -214,6 +214,9 @@ def _take_into_tickets(store, run_id: int) -> None:
     except PerfbenchError as e:
         click.echo(f"tickets: not updated: {e} (run {run_id} is stored; `perfbench tickets update {run_id}` "
                    "retries)", err=True)
+    except Exception as e:  # noqa: BLE001 - a bug in tickets must not cost the run's exit status
+        click.echo(f"tickets: not updated ({e.__class__.__name__}: {e}); run {run_id} is stored; "
+                   f"`perfbench tickets update {run_id}` shows the full error", err=True)
 
 
 @cli.command("list")

@@ -41,24 +41,27 @@ def _listing(tickets, fmt: str) -> str:
         return f"{fmt_ns(t.priority)}/call" if t.kind == "loss" else f"{len(t.cells)} cells"
 
     if fmt == "markdown":
-        lines = ["| # | Kind | State | Priority | Title |", "|---:|---|---|---:|---|"]
+        lines = ["| # | Kind | State | Priority | Title | Host class |", "|---:|---|---|---:|---|---|"]
         for t in tickets:
             lines.append(f"| {t.id} | {md_text(t.kind)} | {md_text(render.state_text(t), 80)} | {prio(t)} | "
-                         f"{md_text(t.title, 250)} |")
+                         f"{md_text(t.title, 250)} | {md_text(t.host_class.key, 120)} |")
         return "\n".join(lines) + "\n"
+    several = len({t.host_class_id for t in tickets}) > 1
     rows = [[str(t.id), t.kind, t.state if t.state == "open" else f"closed ({t.closed_reason})", prio(t),
-             clean(t.title, 160)] for t in tickets]
-    return _grid(["#", "kind", "state", "priority", "title"], rows) + "\n"
+             clean(t.title, 160)] + ([clean(t.host_class.key, 60)] if several else []) for t in tickets]
+    return _grid(["#", "kind", "state", "priority", "title"] + (["host class"] if several else []), rows) + "\n"
 
 
 @cli.group(invoke_without_command=True)
 @click.option("--all", "show_all", is_flag=True, help="Closed tickets too (after the open ones).")
+@click.option("--watch", is_flag=True,
+              help="Instead: the newest run's cells slower than ORT that are not (yet) ticket-worthy.")
 @click.option("--host-class", "host_class", metavar="KEY", help="Only this host class's tickets.")
 @click.option("--format", "fmt", type=click.Choice(TICKET_FORMATS), default="table", show_default=True)
 @click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of stdout.")
 @click.option("--db", metavar="URL", help=DB_HELP)
 @click.pass_context
-def tickets(ctx, show_all, host_class, fmt, output, db):
+def tickets(ctx, show_all, watch, host_class, fmt, output, db):
     """The work queue: ranges of cells where we lose to ORT (or give a wrong answer), one ticket
     per range, open ones by priority.
 
@@ -74,6 +77,7 @@ def tickets(ctx, show_all, host_class, fmt, output, db):
     Examples:
       perfbench tickets                         open tickets, highest priority first
       perfbench tickets show 3                  one ticket in full (cells, reproduce command, history)
+      perfbench tickets --watch                 losses below the ticket bar in the newest run
       perfbench tickets export tickets/         one markdown file per ticket
       perfbench tickets update 12               take run 12 in by hand (e.g. an imported run)
       perfbench tickets sync --repo O/N --dry-run
@@ -84,6 +88,9 @@ def tickets(ctx, show_all, host_class, fmt, output, db):
 
     store = Store(db)
     with store.session() as s:
+        if watch:
+            _emit(_watch_listing(s, host_class, "json" if fmt == "json" else "table"), output)
+            return 0
         ts = _load(s, show_all, host_class)
         if not ts and fmt == "table":
             click.echo("no open tickets" + (" (or none at all)" if show_all else " (--all shows closed ones)")
@@ -129,6 +136,8 @@ def _events(t) -> list:
 def tickets_export(directory, show_all, db):
     """Write one markdown file per ticket into DIRECTORY (ticket-<id>.md: the name never changes
     with the ticket) and an index.md listing them by priority."""
+    import re
+
     from perfbench.store.db import Store
     from perfbench.tickets import render
 
@@ -136,10 +145,15 @@ def tickets_export(directory, show_all, db):
     store = Store(db)
     with store.session() as s:
         ts = _load(s, show_all, None)
+        written = set()
         for t in ts:
-            path = os.path.join(directory, f"ticket-{t.id}.md")
-            with open(path, "w") as f:
+            name = f"ticket-{t.id}.md"
+            written.add(name)
+            with open(os.path.join(directory, name), "w") as f:
                 f.write(f"# {t.id}. {render.md_text(t.title, 250)}\n\n" + render.body(t, t.host_class.key, _events(t)))
+        for old in os.listdir(directory):  # a ticket closed since the last export: its file goes
+            if re.fullmatch(r"ticket-\d+\.md", old) and old not in written:
+                os.remove(os.path.join(directory, old))
         with open(os.path.join(directory, "index.md"), "w") as f:
             f.write("# perfbench tickets\n\n" + _listing(ts, "markdown"))
     click.echo(f"wrote {len(ts)} ticket file(s) and index.md to {directory}", err=True)
@@ -153,8 +167,44 @@ def summary_line(summary: dict) -> str:
              if summary.get(k)]
     ids = {k: summary[k] for k in ("opened", "reopened", "split", "closed") if summary.get(k)}
     detail = "; ".join(f"{k} #" + ", #".join(map(str, v)) for k, v in ids.items())
+    loose = [w for w in summary.get("watch", []) if not w.get("ticket")]
+    watch = (f"; {len(loose)} more cell(s) slower than ORT but not ticket-worthy (`perfbench tickets --watch`)"
+             if loose else "")
     return (f"tickets: {', '.join(parts) if parts else 'no change'}"
-            f" ({len(summary.get('unchanged', []))} unchanged)" + (f"; {detail}" if detail else ""))
+            f" ({len(summary.get('unchanged', []))} unchanged)" + (f"; {detail}" if detail else "") + watch)
+
+
+def _watch_listing(s, host_class: str | None, fmt: str) -> str:
+    """The newest taken-in run's losses below the ticket bar, per host class."""
+    from sqlalchemy import select
+
+    from perfbench.compare.escape import clean
+    from perfbench.compare.render import _grid
+    from perfbench.store import models as m
+
+    q = select(m.TicketRun).order_by(m.TicketRun.applied_at.desc())
+    if host_class:
+        q = q.join(m.HostClass, m.HostClass.id == m.TicketRun.host_class_id).where(m.HostClass.key == host_class)
+    newest: dict = {}
+    for tr in s.scalars(q):
+        newest.setdefault(tr.host_class_id, tr)
+    if fmt == "json":
+        return json.dumps({"perfbench_watch": 1, "runs": [{"run": tr.run_id, "host_class_id": hc,
+                                                           "watch": tr.summary.get("watch", [])}
+                                                          for hc, tr in newest.items()]}, indent=1) + "\n"
+    out = []
+    for tr in newest.values():
+        rows = tr.summary.get("watch", [])
+        out.append(f"run {tr.run_id}: {len(rows)} cell(s) slower than ORT (whole 95% CI above 1) but not confidently "
+                   "by more than 3% after Benjamini-Hochberg over the run with sigma_b (not ticket-worthy yet)")
+        if rows:
+            out.append(_grid(["case", "dtype", "thr", "cache", "ours/ORT [95% CI]", "p (before BH)", "sigma_b", "ticket"],
+                             [[clean(w["case"], 90), w["dtype"], str(w["threads"]), w["cache"],
+                               f"{w['ratio']:.3f} [{w['lo']:.3f}, {w['hi']:.3f}]",
+                               "-" if w["p"] is None else f"{w['p']:.2g}",
+                               "-" if w["sigma_b"] is None else f"{100 * w['sigma_b']:.1f}%",
+                               f"#{w['ticket']}" if w.get("ticket") else "-"] for w in rows]))
+    return "\n".join(out) + "\n" if out else "no run taken into tickets yet\n"
 
 
 @tickets.command("update")
@@ -207,11 +257,12 @@ def tickets_sync(repo_name, label, max_new, host_class, api_url, dry_run, db):
     store = Store(db)
     with store.session() as s:
         res = sync_mod.sync(s, client, label=label, max_new=max_new, host_class=host_class)
-    verb = "would " if dry_run else ""
-    for what in ("created", "updated", "closed", "reopened"):
+    verbs = {"created": "create", "updated": "update", "closed": "close", "reopened": "reopen"}
+    for what, verb in verbs.items():
         for tid, num in getattr(res, what):
-            click.echo(f"{verb}{what[:-1] if what.endswith('ed') else what} ticket {tid}"
-                       + (f" as issue #{num}" if num else ""))
+            click.echo(f"{'would ' + verb if dry_run else what} ticket {tid}" + (f" (issue #{num})" if num else ""))
+    for tid, num in res.unseen:
+        click.echo(f"would check ticket {tid}'s issue #{num} and update, close or reopen it if it differs")
     click.echo(f"sync {client.repo}: {len(res.created)} created, {len(res.updated)} updated, {len(res.closed)} "
                f"closed, {len(res.reopened)} reopened, {len(res.unchanged)} unchanged"
                + (f", {len(res.waiting)} waiting for the next sync (--max-new {max_new})" if res.waiting else "")

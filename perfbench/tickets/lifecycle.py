@@ -71,15 +71,22 @@ def _event(t: m.Ticket, run_id: int | None, event: str, **detail) -> None:
     t.events.append(m.TicketEvent(run_id=run_id, event=event, detail=detail, at=repo.now()))
 
 
-def _fill(t: m.Ticket, cells: list[dict], lattice: dict, run: m.Run) -> None:
+def _fill(t: m.Ticket, cells: list[dict], lattice: dict, every: dict, run: m.Run) -> None:
+    """The ticket's range, figures, title and reproduce filters from `cells`. `lattice`: the group's
+    cells this kind of range runs over (the n of "k/n"); `every`: every case of the group known
+    (what a filter must not also select)."""
     cells = sorted(cells, key=lambda c: ([ranges._num(v) for v in c["axes"].values()], c["case_id"]))
     t.cells = cells
-    t.filters = ranges.box_filter(_group_of_ticket(t), cells, lattice)
+    t.filters = ranges.box_filter(_group_of_ticket(t), cells, every)
     t.priority = _excess_ns(cells) if t.kind == "loss" else float(len(cells))
     t.worst_ratio = _worst(cells)
     t.suite = run.suite
     t.title = render.title(t, lattice)
     t.updated_at = repo.now()
+
+
+def _when(r: m.Run):
+    return r.finished_at or r.started_at
 
 
 def update(s, run_id: int, *, min_effect: float = 0.03, q: float = 0.05, cal_file: dict | None = None) -> dict:
@@ -93,12 +100,17 @@ def update(s, run_id: int, *, min_effect: float = 0.03, q: float = 0.05, cal_fil
                          f"(`perfbench run --resume {run.id}` finishes it)")
     if run.invalidated:
         raise UsageError(f"run {run.id} is invalidated ({run.invalidated_why}): not taken into tickets")
-    if s.get(m.TicketRun, run.id) is not None:
-        return {"run": run.id, "already": True, **s.get(m.TicketRun, run.id).summary}
-    newer = s.execute(select(m.TicketRun.run_id, m.Run.started_at).join(m.Run, m.Run.id == m.TicketRun.run_id).where(
-        m.TicketRun.host_class_id == run.host_class_id, m.Run.started_at > run.started_at)).first()
-    if newer is not None:
-        raise UsageError(f"run {run.id} is older than run {newer[0]}, which the tickets already took in: "
+    # one update per host class at a time (PostgreSQL row lock; SQLite serializes writers itself)
+    s.execute(select(m.HostClass.id).where(m.HostClass.id == run.host_class_id).with_for_update()).all()
+    taken = s.get(m.TicketRun, run.id)
+    if taken is not None and taken.summary.get("cells") == len(run.cells):
+        return {**taken.summary, "already": True}
+    newer = s.execute(select(m.Run.id, m.Run.finished_at, m.Run.started_at).join(
+        m.TicketRun, m.TicketRun.run_id == m.Run.id).where(
+        m.TicketRun.host_class_id == run.host_class_id, m.Run.id != run.id)).all()
+    later = [rid for rid, fin, start in newer if (fin or start) > _when(run)]
+    if later:
+        raise UsageError(f"run {run.id} finished before run {min(later)}, which the tickets already took in: "
                          "taking an older run in now would reopen or close tickets out of order")
 
     cells = [views.cell_view(c) for c in sorted(run.cells, key=lambda c: c.id)]
@@ -108,20 +120,64 @@ def update(s, run_id: int, *, min_effect: float = 0.03, q: float = 0.05, cal_fil
         got = lookup(c, c["timing_hash"])
         return got["ratio"] if got else None
 
-    kinds, _ = ranges.judge(cells, sigma_for, DEFAULT_SIGMA["ratio"], min_effect, q)
+    kinds, p_of = ranges.judge(cells, sigma_for, DEFAULT_SIGMA["ratio"], min_effect, q)
     by_group: dict = {}
     for c in cells:
         g = ranges.group_of(c)
         by_group.setdefault(ranges.group_key(g), (g, []))[1].append(c)
+    known = _known_cells(s, run) if run.partial else {}  # a full run is its own lattice
     existing = s.scalars(select(m.Ticket).where(m.Ticket.host_class_id == run.host_class_id)
                          .order_by(m.Ticket.id)).all()
-    summary: dict = {"run": run.id, "opened": [], "updated": [], "reopened": [], "closed": [], "merged": [],
-                     "split": [], "unchanged": []}
+    summary: dict = {"run": run.id, "cells": len(run.cells), "opened": [], "updated": [], "reopened": [],
+                     "closed": [], "merged": [], "split": [], "unchanged": []}
     for gkey, (g, gcells) in sorted(by_group.items()):
-        _update_group(s, run, gkey, g, gcells, kinds, [t for t in existing if t.group_key == gkey], summary)
-    s.add(m.TicketRun(run_id=run.id, host_class_id=run.host_class_id, summary=summary, applied_at=repo.now()))
+        _update_group(s, run, gkey, g, gcells, kinds, [t for t in existing if t.group_key == gkey],
+                      known.get(gkey, {}), summary)
+    summary["watch"] = _watch(s, run, cells, kinds, p_of)
+    if taken is not None:  # a run resumed after `--max-time`: taken in again with all its cells
+        taken.summary, taken.applied_at = summary, repo.now()
+    else:
+        s.add(m.TicketRun(run_id=run.id, host_class_id=run.host_class_id, summary=summary, applied_at=repo.now()))
     s.flush()
     return summary
+
+
+def _watch(s, run: m.Run, cells: list[dict], kinds: dict, p_of: dict) -> list[dict]:
+    """The run's `loss` cells that are not ticket-worthy (slower than ORT by a whole CI, but not
+    confidently by more than m after BH with sigma_b): shown by `perfbench tickets --watch`, so a
+    loss below the bar is never out of sight. `ticket`: the open ticket holding it (hysteresis)."""
+    held = {}
+    for t in s.scalars(select(m.Ticket).where(m.Ticket.host_class_id == run.host_class_id,
+                                              m.Ticket.state == "open", m.Ticket.kind == "loss")):
+        for e in t.cells:
+            held[(t.group_key, e["id"])] = t.id
+    out = []
+    for c in cells:
+        cid = ranges.cell_id(c)
+        if c["verdict"] != "loss" or kinds.get(cid) == "loss":
+            continue
+        p, sigma = p_of.get(cid, (None, None))
+        out.append({"case_id": c["case_id"], "op": c["op"], "case": views.short_case(c["case_id"], c["op"], c["params"]),
+                    "dtype": c["dtype"], "threads": c["threads"], "device": c["device"], "cache": c["cache"],
+                    "spin": c["spin"], "ratio": c["ratio"], "lo": c["ci_low"], "hi": c["ci_high"], "p": p,
+                    "sigma_b": sigma, "ticket": held.get((ranges.group_key(ranges.group_of(c)), cid))})
+    return sorted(out, key=lambda w: -(w["ratio"] or 0))
+
+
+def _known_cells(s, run: m.Run) -> dict:
+    """group key -> {cell id: (axes, numerics_only)} of the newest full run of the run's suite on its
+    host class: the lattice a filtered run's cells sit in (cells it skipped still lie between)."""
+    ref = s.scalar(select(m.Run).where(
+        m.Run.suite == run.suite, m.Run.host_class_id == run.host_class_id, m.Run.status == "complete",
+        m.Run.partial.is_(False), m.Run.invalidated.is_(False), m.Run.origin == "run", m.Run.id != run.id)
+        .order_by(m.Run.started_at.desc(), m.Run.id.desc()).limit(1))
+    out: dict = {}
+    for c in (ref.cells if ref is not None else []):
+        d = {"case_id": c.case.case_id, "op": c.case.op, "params": c.case.params, "dtype": c.dtype,
+             "threads": c.threads, "device": c.device, "cache": c.cache, "spin": c.spin, "timing_hash": c.timing_hash}
+        out.setdefault(ranges.group_key(ranges.group_of(d)), {})[ranges.cell_id(d)] = (ranges.axes_of(d),
+                                                                                      bool(c.numerics_only))
+    return out
 
 
 def _group_of_ticket(t: m.Ticket) -> dict:
@@ -130,89 +186,109 @@ def _group_of_ticket(t: m.Ticket) -> dict:
 
 
 def _update_group(s, run: m.Run, gkey: str, g: dict, gcells: list[dict], kinds: dict, tickets: list,
-                  summary: dict) -> None:
+                  known: dict, summary: dict) -> None:
     if not gcells:  # this run measured nothing of the group: its tickets stay exactly as they are
         return
     measured = {ranges.cell_id(c): c for c in gcells}
     entries = {cid: _cell_entry(c, run) for cid, c in measured.items()}
     open_t = [t for t in tickets if t.state == "open"]
-    for t in open_t:  # cells this run did not measure stay as they were last seen
+    full = not run.partial
+    # a full run of a ticket's suite that lacks one of its cells: the suite no longer has that cell
+    # (removed, or its timing definition changed); any other run leaves unmeasured cells as they were
+    gone = {e["id"] for t in open_t for e in t.cells
+            if e["id"] not in measured and full and t.suite == run.suite}
+    for t in open_t:
         for e in t.cells:
-            if e["id"] not in measured:
+            if e["id"] not in measured and e["id"] not in gone:
                 entries.setdefault(e["id"], e)
+    every = {cid: e["axes"] for cid, e in entries.items()}  # for reproduce filters: every case known
+    for cid, (axes, _) in known.items():
+        every.setdefault(cid, axes)
     for kind in ranges.KINDS:
-        # timing ranges run over timed cells only: a numerics-only shape never sits between two
-        lattice = {cid: e["axes"] for cid, e in entries.items()
-                   if kind in ("wrong-answer", "broken") or not e.get("numerics_only")}
-        selected = {cid for cid, k in kinds.items() if k == kind and cid in measured}
+        timing = kind in ("loss", "coverage")  # timing ranges run over timed cells only
+        lattice = {cid: e["axes"] for cid, e in entries.items() if not (timing and e.get("numerics_only"))}
+        for cid, (axes, numerics_only) in known.items():
+            if cid not in gone and not (timing and numerics_only):
+                lattice.setdefault(cid, axes)
+        worthy = {cid for cid, k in kinds.items() if k == kind and cid in measured}
+        selected = set(worthy)
         mine = [t for t in open_t if t.kind == kind]
         for t in mine:
             for e in t.cells:
                 cid = e["id"]
-                if cid not in measured:
-                    selected.add(cid)
+                if cid in gone:
+                    continue
+                if cid not in measured or run.quick:
+                    selected.add(cid)  # not measured, or measured by a --quick run: stays as it was
                 elif kind == "loss" and measured[cid]["verdict"] == "loss":
                     selected.add(cid)  # still losing, no longer ticket-worthy: stays (no flapping)
         found = ranges.components(lattice, selected)
         keep, split, merged = ranges.match({t.id: {e["id"] for e in t.cells} for t in mine}, found)
-        by_id = {t.id: t for t in tickets}
+        assign: dict = {}
+        fresh = []  # (range, ticket id it split from or None)
         for i, rng in enumerate(found):
-            cells = [entries[cid] for cid in rng]
             if i in keep:
-                t = by_id[keep[i]]
-                before = {e["id"] for e in t.cells}
-                if before == rng and not rng & measured.keys():  # nothing of it measured: as it was
-                    summary["unchanged"].append(t.id)
-                    continue
-                old_title = t.title
-                _fill(t, cells, lattice, run)
-                t.last_run_id, t.last_sha = run.id, run.git_sha
-                if before != rng:
-                    _event(t, run.id, "updated", cells=len(rng), added=len(rng - before), removed=len(before - rng),
-                           title=t.title)
-                    summary["updated"].append(t.id)
-                elif old_title != t.title:
-                    summary["updated"].append(t.id)
-                else:
-                    summary["unchanged"].append(t.id)
+                assign.setdefault(keep[i], set()).update(rng)
+            elif not rng & worthy:
+                # no ticket-worthy cell in it: no new evidence, it stays with the ticket it came from
+                if i in split:
+                    assign.setdefault(split[i], set()).update(rng)
+            else:
+                fresh.append((rng, split.get(i)))
+        by_id = {t.id: t for t in tickets}
+        for tid, rng in sorted(assign.items()):
+            t = by_id[tid]
+            before = {e["id"] for e in t.cells}
+            if before == rng and not rng & measured.keys():  # nothing of it measured: as it was
+                summary["unchanged"].append(t.id)
                 continue
+            old_title = t.title
+            _fill(t, [entries[c] for c in rng], lattice, every, run)
+            t.last_run_id, t.last_sha = run.id, run.git_sha
+            if before != rng:
+                _event(t, run.id, "updated", cells=len(rng), added=len(rng - before), removed=len(before - rng),
+                       title=t.title)
+            (summary["updated"] if before != rng or old_title != t.title else summary["unchanged"]).append(t.id)
+        for rng, parent in fresh:
+            cells = [entries[c] for c in rng]
             # not an open ticket's: reopen one closed as fixed that shares cells, or open a new one
             closed = [t for t in tickets if t.state == "closed" and t.closed_reason == "fixed" and t.kind == kind
                       and {e["id"] for e in t.cells} & rng]
-            if i not in split and closed:
+            if parent is None and closed:
                 t = max(closed, key=lambda t: (len({e["id"] for e in t.cells} & rng), -t.id))
                 t.state, t.closed_reason, t.closed_at, t.reopened = "open", None, None, (t.reopened or 0) + 1
                 t.closed_run_id = None
-                _fill(t, cells, lattice, run)
+                _fill(t, cells, lattice, every, run)
                 t.last_run_id, t.last_sha = run.id, run.git_sha
                 _event(t, run.id, "reopened", cells=len(rng), title=t.title)
                 summary["reopened"].append(t.id)
-                open_t.append(t)
                 continue
             t = m.Ticket(uid=secrets.token_hex(8), host_class_id=run.host_class_id, kind=kind, group_key=gkey,
                          op=g["op"], dtype=g["dtype"], device=g["device"], threads=g["threads"], cache=g["cache"],
                          spin=g["spin"], modes=g["modes"], state="open", title="", suite=run.suite,
                          first_run_id=run.id, first_sha=run.git_sha, last_run_id=run.id, last_sha=run.git_sha,
-                         reopened=0, github={}, filters=[], opened_at=repo.now(), updated_at=repo.now(), cells=[])
+                         reopened=0, github={}, filters=[], opened_at=repo.now(), updated_at=repo.now(), cells=[],
+                         split_from_id=parent)
             t.events = []
-            if i in split:
-                t.split_from_id = split[i]
             s.add(t)
             s.flush()
-            _fill(t, cells, lattice, run)
+            _fill(t, cells, lattice, every, run)
             _event(t, run.id, "opened", cells=len(rng), title=t.title,
-                   **({"split_from": split[i]} if i in split else {}))
-            summary["split" if i in split else "opened"].append(t.id)
+                   **({"split_from": parent} if parent else {}))
+            summary["split" if parent else "opened"].append(t.id)
             tickets.append(t)
-        taken = set(keep.values())
         for t in mine:
-            if t.id in taken:
+            if t.id in assign:
                 continue
             t.state, t.closed_at, t.closed_run_id = "closed", repo.now(), run.id
             if merged.get(t.id) is not None:
                 t.closed_reason, t.merged_into_id = "merged", merged[t.id]
                 _event(t, run.id, "merged", into=merged[t.id])
                 summary["merged"].append(t.id)
+            elif all(e["id"] in gone for e in t.cells):
+                t.closed_reason = "obsolete"
+                _event(t, run.id, "closed", why="obsolete: the suite no longer has these cells")
+                summary["closed"].append(t.id)
             else:
                 # every cell measured by this run (else it would be selected) and none still failing
                 t.closed_reason = "fixed"

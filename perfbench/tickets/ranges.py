@@ -60,7 +60,7 @@ def cell_id(cell: dict) -> str:
 
 def judge(cells: list[dict], sigma_for, default_sigma: float, m: float = 0.03,
           q: float = 0.05) -> tuple[dict, dict]:
-    """({cell id: kind} of the cells that are ticket-worthy, {cell id: p of H0 ratio <= 1+m}). `sigma_for(cell)` gives the calibrated between-run spread of
+    """({cell id: kind} of the cells that are ticket-worthy, {cell id: (p of H0 ratio <= 1+m, sigma_b)}). `sigma_for(cell)` gives the calibrated between-run spread of
     the cell's log ours/ORT ratio or None (then `default_sigma`). Only `loss` verdicts can be
     ticket-worthy; BH runs over every timed cell with a ratio (one family: the whole sweep)."""
     tested, pvals = [], []
@@ -79,13 +79,13 @@ def judge(cells: list[dict], sigma_for, default_sigma: float, m: float = 0.03,
             sigma = sigma_for(c)
             sigma = default_sigma if sigma is None else sigma
             p = stats.one_sided_p(math.log(c["ratio"]), c.get("sd_log") or 0.0, int(c["n"]), sigma, math.log1p(m))
-            tested.append(c)
+            tested.append((c, sigma))
             pvals.append(p)
         if kind:
             out[cell_id(c)] = kind
     p_of = {}
-    for c, p, rej in zip(tested, pvals, stats.benjamini_hochberg(pvals, q)):
-        p_of[cell_id(c)] = p
+    for (c, sigma), p, rej in zip(tested, pvals, stats.benjamini_hochberg(pvals, q)):
+        p_of[cell_id(c)] = (p, sigma)
         if rej and c["verdict"] == "loss":
             out[cell_id(c)] = "loss"
     return out, p_of
@@ -164,13 +164,11 @@ def match(old: dict, new: list[set]) -> tuple[dict, dict, dict]:
 
 
 def box_filter(group: dict, cells: list[dict], lattice: dict) -> list[str]:
-    """`--filter` texts that select exactly the range's cells among the group's lattice: one
-    filter when the range is a box of the lattice, else one per line along its longest axis."""
-    base = [f"op={group['op']}", f"dtype={group['dtype']}", f"threads={group['threads']}",
-            f"cache={group['cache']}", f"spin={group['spin']}"]
-    if group["device"] != "cpu":
-        base.append(f"device={group['device']}")
-    base += [f"{k}={v}" for k, v in sorted(group["modes"].items())]
+    """`--filter` texts that select exactly the range's cases among the group's lattice (every
+    case of the group known, numerics-only shapes included): one filter when the range is a box
+    of the lattice, else one per line along its longest axis. The cell-key fields (dtype, threads,
+    device, cache, spin) are given to `perfbench run` as flags (see reproduce)."""
+    base = [f"op={group['op']}"] + [f"{k}={v}" for k, v in sorted(group["modes"].items())]
     ids = {cell_id(c) for c in cells}
     axes = {cid: lattice[cid] for cid in ids}
 
@@ -201,3 +199,15 @@ def box_filter(group: dict, cells: list[dict], lattice: dict) -> list[str]:
     for cid, a in axes.items():
         lines.setdefault(tuple(sorted((k, str(v)) for k, v in a.items() if k != longest)), {})[cid] = a
     return [" ".join(base + terms(sub)) for _, sub in sorted(lines.items())]
+
+
+def reproduce(suite: str, group: dict, filters: list[str]) -> str:
+    """The command that measures the range again: the cell key as flags (they override the
+    suite's lists, so a range measured with `--threads 2` is reproduced even if the suite's
+    threads are [1, 4]) and the filters for its cases."""
+    import shlex
+
+    flags = (f"--threads {group['threads']} --dtype {group['dtype']} --cache {group['cache']} "
+             f"--spin {group['spin']} --device {group['device']}")
+    return f"perfbench run --suite {shlex.quote(suite)} {flags} " + " ".join(f"--filter {shlex.quote(f)}"
+                                                                              for f in filters)

@@ -72,16 +72,19 @@ def title(t, lattice: dict) -> str:
 
 
 def repro(t) -> str:
-    """The command that measures the range again (its filters select exactly the range's cells
-    among the group's cells the run measured)."""
-    return f"perfbench run --suite {t.suite} " + " ".join(f'--filter "{f}"' for f in t.filters)
+    """The command that measures the range again (ranges.reproduce)."""
+    group = {"op": t.op, "dtype": t.dtype, "threads": t.threads, "cache": t.cache, "spin": t.spin,
+             "device": t.device, "modes": t.modes or {}}
+    return ranges.reproduce(t.suite, group, t.filters)
 
 
 def state_text(t) -> str:
     if t.state == "open":
         return "open" + (f" (reopened {t.reopened}×)" if t.reopened else "")
     if t.closed_reason == "merged":
-        return f"closed: merged into #{t.merged_into_id}"
+        return f"closed: merged into ticket {t.merged_into_id}"
+    if t.closed_reason == "obsolete":
+        return f"closed: obsolete (run {t.closed_run_id}, a full run of the suite, no longer has these cells)"
     return f"closed: fixed (run {t.closed_run_id} measured every cell, none a loss)"
 
 
@@ -100,18 +103,29 @@ def _ort_path(c) -> str:
     return md_text(p, 40)
 
 
+MAX_ROWS = 120  # cells in a body's table (the rest are counted; `tickets show --format json` has all)
+MAX_EVENTS = 30
+
+
 def cell_table(t) -> list[str]:
+    lines = _cell_table(t, t.cells[:MAX_ROWS])
+    if len(t.cells) > MAX_ROWS:
+        lines.append(f"| … and {len(t.cells) - MAX_ROWS} more cells (`perfbench tickets show {t.id} --format json`) |")
+    return lines
+
+
+def _cell_table(t, cells) -> list[str]:
     if t.kind in ("loss", "coverage"):
         lines = ["| Case | Ours | ORT | ours/ORT [95% CI] | Ours throughput | Share of peak | ORT path |",
                  "|---|---:|---:|---|---:|---:|---|"]
-        for c in t.cells:
+        for c in cells:
             ci = f"{_x(c.get('ratio'))} [{_x(c.get('lo'))}, {_x(c.get('hi'))}]" if c.get("ratio") else "—"
             lines.append(f"| {md_text(c['case'], 120)} | {fmt_ns(c.get('ours_ns'))} | {fmt_ns(c.get('ort_ns'))} | "
                          f"{ci} | {_tput(c.get('throughput'), c.get('unit'))} | {_share(c.get('peak_share'))} | "
                          f"{_ort_path(c)} |")
         return lines
     lines = ["| Case | Ours | err(ours) | tol | Message |", "|---|---|---:|---:|---|"]
-    for c in t.cells:
+    for c in cells:
         err = "—" if c.get("err_ours") is None else f"{c['err_ours']:.2e}"
         tol = "—" if c.get("tol") is None else f"{c['tol']:.1e}"
         lines.append(f"| {md_text(c['case'], 120)} | {md_text(c.get('ours_status') or '?', 24)} | {err} | {tol} | "
@@ -139,7 +153,9 @@ def body(t, host_class: str, events: list | None = None) -> str:
     out += ["", *cell_table(t), "", "Reproduce:", "", "```", repro(t), "```"]
     if events:
         out += ["", "<details><summary>History</summary>", ""]
-        for e in events:
+        if len(events) > MAX_EVENTS:
+            out.append(f"- … {len(events) - MAX_EVENTS} earlier events")
+        for e in events[-MAX_EVENTS:]:
             detail = ", ".join(f"{k} {v}" for k, v in sorted(e["detail"].items()) if k != "title")
             out.append(f"- {md_text(e['event'])} by run {e['run_id']}" + (f": {md_text(detail)}" if detail else ""))
         out += ["", "</details>"]

@@ -8,6 +8,11 @@ Each ticket's issue carries a hidden marker with the ticket's uid and the label 
   issue, reopened ones reopen it);
 * otherwise nothing: a second sync sends no writes.
 
+An issue recorded for a ticket but missing from the listing (its label was removed) is fetched by
+number, so it is updated, not duplicated. A dry run sends nothing at all, so it cannot see the
+issues: it says what it would create, and which recorded issues it would check. When tickets of
+several host classes are synced to one repository, titles end with the host class.
+
 Coverage tickets (ORT has no kernel) are not synced: they are not a kernel to fix.
 """
 
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
-from perfbench.github import GitHubClient, GitHubError
+from perfbench.github import GitHubClient, GitHubError, with_marker
 from perfbench.store import models as m
 from perfbench.tickets import lifecycle, render
 
@@ -29,9 +34,9 @@ def marker(uid: str) -> str:
 
 
 def issue_body(t: m.Ticket, host_class: str) -> str:
+    """The issue's body: the ticket's markdown and the hidden marker, within GitHub's size limit."""
     events = [{"event": e.event, "run_id": e.run_id, "detail": e.detail} for e in t.events]
-    text = render.body(t, host_class, events)
-    return text.rstrip() + "\n\n" + marker(t.uid)
+    return with_marker(render.body(t, host_class, events), marker(t.uid))
 
 
 @dataclass
@@ -42,6 +47,7 @@ class SyncResult:
     reopened: list = field(default_factory=list)
     unchanged: list = field(default_factory=list)
     waiting: list = field(default_factory=list)  # open tickets over --max-new
+    unseen: list = field(default_factory=list)  # dry run: recorded issues it would check
 
     def as_dict(self) -> dict:
         return {k: list(v) for k, v in self.__dict__.items()}
@@ -63,13 +69,21 @@ def sync(s, client: GitHubClient, label: str = "perfbench", max_new: int = 10,
         for t in tickets:
             if marker(t.uid) in body and isinstance(issue.get("number"), int):
                 existing.setdefault(t.uid, issue)
+    several = len({t.host_class_id for t in tickets}) > 1
     res = SyncResult()
     for t in tickets:
         want_state = "open" if t.state == "open" else "closed"
-        title, body = t.title, issue_body(t, t.host_class.key)
+        title = t.title + (f" [{t.host_class.key}]" if several else "")
+        body = issue_body(t, t.host_class.key)
+        recorded = (t.github or {}).get(client.repo)
         issue = existing.get(t.uid)
-        if issue is None and client.dry_run and t.github.get(client.repo):
-            issue = {"number": t.github[client.repo], "title": None, "body": None, "state": None}
+        if issue is None and recorded:
+            if client.dry_run:
+                res.unseen.append((t.id, recorded))
+                continue
+            issue = client.get_issue(recorded)  # not listed: its label was removed, or it moved
+            if issue is not None and marker(t.uid) not in (issue.get("body") or ""):
+                issue = None  # that number is not (any more) this ticket's issue
         if issue is None:
             if want_state != "open":
                 continue
@@ -85,7 +99,7 @@ def sync(s, client: GitHubClient, label: str = "perfbench", max_new: int = 10,
             res.created.append((t.id, number))
             continue
         number = int(issue["number"])
-        if t.github.get(client.repo) != number:
+        if recorded != number:
             t.github = {**(t.github or {}), client.repo: number}
         fields = {}
         if _norm(issue.get("title")) != _norm(title):

@@ -151,8 +151,8 @@ def test_failures_are_recorded_and_exit_1(env):
                    "RaisingOp": ("broken", "open"), "HangingOp": ("broken", "open")}
     first = json.loads(t.stdout)["tickets"][0]
     assert first["kind"] == "wrong-answer" and first["reproduce"] == (
-        'perfbench run --suite failing --filter "op=WrongOp dtype=f32 threads=1 cache=warm spin=off batch=1 heads=2 '
-        'keys=64 queries=1"')
+        "perfbench run --suite failing --threads 1 --dtype f32 --cache warm --spin off --device cpu "
+        "--filter 'op=WrongOp batch=1 heads=2 keys=64 queries=1'")
     shown = pb(env, "tickets", "show", str(first["id"]))
     assert shown.returncode == 0 and "wrong answer in 1\\/1 cells" in shown.stdout and "err(ours)" in shown.stdout
     table = pb(env, "tickets")

@@ -31,7 +31,7 @@ def test_judge_kinds_and_bh():
     assert ids[1] not in kinds  # a loss by 2% is not beyond m = 3%: not ticket-worthy
     assert ids[2] not in kinds and kinds[ids[3]] == "wrong-answer" and kinds[ids[4]] == "broken"
     assert kinds[ids[5]] == "coverage"
-    assert p[ids[0]] < 0.01 < p[ids[1]]
+    assert p[ids[0]][0] < 0.01 < p[ids[1]][0] and p[ids[0]][1] == 0.05
 
 
 def test_judge_uses_the_calibrated_sigma_and_bh_across_the_sweep():
@@ -110,13 +110,20 @@ def test_box_filter_selects_exactly_the_range():
     group = ranges.group_of(grid[0])
     box = [cell(k, heads=32) for k in (512, 1024, 4096)]
     flts = ranges.box_filter(group, box, lat)
-    assert flts == ["op=Softmax dtype=f32 threads=1 cache=warm spin=off batch=1 heads=32 keys=512..4096 queries=1"]
+    assert flts == ["op=Softmax batch=1 heads=32 keys=512..4096 queries=1"]
     assert _selected_by(flts, grid) == {ranges.cell_id(c) for c in box}
     ell = [cell(1024, heads=32), cell(4096, heads=32), cell(4096, heads=14)]
     flts = ranges.box_filter(group, ell, lat)
     assert len(flts) == 2 and _selected_by(flts, grid) == {ranges.cell_id(c) for c in ell}
     gap = [cell(128), cell(1024)]  # not neighbours, but a filter list still selects exactly them
     assert _selected_by(ranges.box_filter(group, gap, lat), grid) == {ranges.cell_id(c) for c in gap}
+
+
+def test_reproduce_gives_the_cell_key_as_flags_and_quotes():
+    group = ranges.group_of(cell(128))
+    cmd = ranges.reproduce("my suite", group, ["op=Softmax keys=128"])
+    assert cmd == ("perfbench run --suite 'my suite' --threads 1 --dtype f32 --cache warm --spin off --device cpu "
+                   "--filter 'op=Softmax keys=128'")
 
 
 def test_cell_identity_includes_the_timing_definition():

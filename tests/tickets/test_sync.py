@@ -135,3 +135,47 @@ def test_cli_dry_run_sends_nothing_and_needs_no_token(runs, gh, db_url, cli_env)
     r = subprocess.run(perfbench_cmd() + ["tickets", "sync", "--repo", REPO, "--api-url", gh.api_url], env=environ,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "GITHUB_TOKEN is not set" in r.stderr
+
+
+def test_dry_run_after_a_real_sync_checks_the_recorded_issues(runs, store, gh, db_url, cli_env):
+    runs.take({(32, 4096): 2.4})
+    do_sync(store, gh)
+    gh.requests.clear()
+    environ = {**cli_env, "PERFBENCH_DB": db_url}
+    r = subprocess.run(perfbench_cmd() + ["tickets", "sync", "--repo", REPO, "--api-url", gh.api_url, "--dry-run"],
+                       env=environ, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and gh.requests == []
+    assert "would check ticket 1's issue #1" in r.stdout and "would create" not in r.stdout
+
+
+def test_an_issue_whose_label_was_removed_is_fetched_not_duplicated(runs, store, gh):
+    runs.take({(32, 4096): 2.4})
+    do_sync(store, gh)
+    gh.issues[0]["labels"] = []
+    runs.take({(32, 1024): 1.6, (32, 4096): 2.4})
+    gh.requests.clear()
+    res = do_sync(store, gh)
+    assert len(gh.issues) == 1 and res.updated == [(1, 1)]
+    assert [r["method"] for r in gh.requests] == ["GET", "GET", "PATCH"]
+    assert gh.requests[1]["path"] == f"/api/v3/repos/{REPO}/issues/1"
+
+
+def test_a_create_that_fails_with_5xx_but_landed_is_not_duplicated(runs, store, gh):
+    runs.take({(32, 4096): 2.4})
+    gh.fail[("POST", "issues")] = [502]
+    gh.create_anyway_on_fail = True
+    with pytest.raises(GitHubError, match="502"):
+        do_sync(store, gh)
+    assert len(gh.issues) == 1
+    res = do_sync(store, gh)  # the marker finds the issue that did land
+    assert len(gh.issues) == 1 and res.unchanged == [(1, 1)]
+
+
+def test_a_huge_range_stays_within_githubs_body_limit(runs, store):
+    runs.take({(32, 4096): 2.4})
+    with store.session() as s:
+        t = s.query(m.Ticket).one()
+        t.cells = [dict(t.cells[0], id=f"x{i}", case="c" * 150) for i in range(600)]
+        body = sync_mod.issue_body(t, "hc")
+    assert len(body) <= 65536 and body.rstrip().endswith(sync_mod.marker(t.uid))
+    assert "and 480 more cells" in body
