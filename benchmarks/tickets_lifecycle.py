@@ -37,8 +37,6 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--filter", default="op=Softmax threads=1 dtype=f32 cache=warm",
                     help="the cells every run measures")
-    ap.add_argument("--part", default="heads=32 keys=4096",
-                    help="terms added to the filter for run 4 (a run that measures only part of the range)")
     ap.add_argument("--slowdown", type=float, default=200.0, help="percent added to the Softmax driver's time")
     ap.add_argument("-o", "--output", help="write each run's ticket summary as JSON here")
     args = ap.parse_args()
@@ -48,12 +46,20 @@ def main() -> int:
            "PERFBENCH_DB": f"sqlite:///{work / 'tickets.db'}"}
     steps = [("normal", 0, args.filter), ("slowed", args.slowdown, args.filter),
              ("slowed again", args.slowdown, args.filter),
-             ("normal, part of the range", 0, f"{args.filter} {args.part}"),
+             ("normal, one cell of the range only", 0, None),  # filter: the ticket's first cell
              ("normal", 0, args.filter), ("slowed", args.slowdown, args.filter)]
     log = []
     t0 = time.monotonic()
     for i, (what, level, flt) in enumerate(steps, 1):
         set_level(repo, int(round(level * 10)), "spin")
+        if flt is None:
+            r = subprocess.run(PB + ["tickets", "--format", "json"], cwd=repo, env=env, capture_output=True, text=True)
+            loss = [t for t in json.loads(r.stdout)["tickets"] if t["kind"] == "loss"]
+            if not loss:
+                print("no loss ticket to measure part of", file=sys.stderr)
+                return 1
+            axes = loss[0]["cells"][0]["axes"]
+            flt = args.filter + " " + " ".join(f"{k}={v}" for k, v in axes.items())
         r = subprocess.run(PB + ["run", "--suite", "attention", "--filter", flt, "--format", "json"], cwd=repo, env=env,
                            capture_output=True, text=True)
         line = next((ln for ln in r.stderr.splitlines() if ln.startswith("tickets:")), "(no tickets line)")

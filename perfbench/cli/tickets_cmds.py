@@ -89,7 +89,9 @@ def tickets(ctx, show_all, watch, host_class, fmt, output, db):
     store = Store(db)
     with store.session() as s:
         if watch:
-            _emit(_watch_listing(s, host_class, "json" if fmt == "json" else "table"), output)
+            if fmt == "markdown":
+                raise UsageError("--watch prints a table or --format json")
+            _emit(_watch_listing(s, host_class, fmt), output)
             return 0
         ts = _load(s, show_all, host_class)
         if not ts and fmt == "table":
@@ -189,14 +191,17 @@ def _watch_listing(s, host_class: str | None, fmt: str) -> str:
     for tr in s.scalars(q):
         newest.setdefault(tr.host_class_id, tr)
     if fmt == "json":
-        return json.dumps({"perfbench_watch": 1, "runs": [{"run": tr.run_id, "host_class_id": hc,
+        return json.dumps({"perfbench_watch": 1, "runs": [{"run": tr.run_id, "host_class": s.get(m.HostClass, hc).key,
+                                                           "min_effect": tr.summary.get("min_effect"),
                                                            "watch": tr.summary.get("watch", [])}
                                                           for hc, tr in newest.items()]}, indent=1) + "\n"
     out = []
-    for tr in newest.values():
+    for hc, tr in newest.items():
         rows = tr.summary.get("watch", [])
-        out.append(f"run {tr.run_id}: {len(rows)} cell(s) slower than ORT (whole 95% CI above 1) but not confidently "
-                   "by more than 3% after Benjamini-Hochberg over the run with sigma_b (not ticket-worthy yet)")
+        m_pct = 100 * (tr.summary.get("min_effect") or 0.03)
+        out.append(f"{clean(s.get(m.HostClass, hc).key, 120)}, run {tr.run_id}: {len(rows)} cell(s) slower than ORT "
+                   f"(whole 95% CI above 1) but not confidently by more than {m_pct:g}% after Benjamini-Hochberg "
+                   "over the run with sigma_b (not ticket-worthy yet)")
         if rows:
             out.append(_grid(["case", "dtype", "thr", "cache", "ours/ORT [95% CI]", "p (before BH)", "sigma_b", "ticket"],
                              [[clean(w["case"], 90), w["dtype"], str(w["threads"]), w["cache"],

@@ -322,7 +322,7 @@ class Ticket(Base):
     spin: Mapped[str] = mapped_column(String(8))
     modes: Mapped[dict] = mapped_column(JSON, default=dict)  # op-specific modes (kv, layout, ...)
     state: Mapped[str] = mapped_column(String(8))  # open | closed
-    closed_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)  # fixed | merged
+    closed_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)  # fixed|merged|obsolete
     merged_into_id: Mapped[int | None] = mapped_column(ForeignKey("tickets.id"), nullable=True)
     split_from_id: Mapped[int | None] = mapped_column(ForeignKey("tickets.id"), nullable=True)
     title: Mapped[str] = mapped_column(Text)
@@ -330,7 +330,7 @@ class Ticket(Base):
     worst_ratio: Mapped[float | None] = mapped_column(Float, nullable=True)
     cells: Mapped[list] = mapped_column(JSON, default=list)
     filters: Mapped[list] = mapped_column(JSON, default=list)  # --filter texts selecting exactly the range
-    suite: Mapped[str] = mapped_column(String(255))
+    suite: Mapped[str] = mapped_column(String(255))  # the suite that opened it (reproduce, obsolete)
     first_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
     first_sha: Mapped[str | None] = mapped_column(String(64), nullable=True)
     last_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)

@@ -1,22 +1,23 @@
 """Tickets in the database: one per range, with a stable identity and a history (CONTRACTS §7).
 
 `update(s, run_id)` takes one complete run in (automatically after `perfbench run`; by hand with
-`perfbench tickets update RUN`), group by group:
+`perfbench tickets update RUN`), group by group; docs/tickets.md states the rules in full:
 
-1. The run's ticket-worthy cells (ranges.judge) are selected, plus, for each open ticket of the
-   group, its cells this run did not measure (a run never removes what it did not see) and its
-   `loss` cells that are still `loss` even if no longer ticket-worthy (hysteresis: a range at the
-   threshold does not flap).
-2. Ranges = connected sets of selected cells (ranges.components), per kind.
-3. Ranges are matched to open tickets by shared cells (ranges.match: grow/shrink/shift keep the
-   ticket; a split gives the largest part the ticket and new tickets to the others, naming it;
-   a merge keeps the oldest ticket and closes the others as merged). A range that overlaps no
-   open ticket reopens a ticket it overlaps that was closed as fixed, else opens a new one.
-4. An open ticket no range took has had every cell measured by this run and none is a loss (or
-   fails, for the other kinds): it closes as fixed, recording the run.
+1. Selected cells: the run's ticket-worthy cells (ranges.judge), plus, of each open ticket of the
+   group, the cells this run did not measure (unless a full run of the ticket's suite lacks them:
+   gone), every cell a `--quick` run measured, and `loss` cells still `loss` though no longer
+   ticket-worthy (hysteresis).
+2. Ranges = connected sets of selected cells over the group's lattice (ranges.components), per kind.
+3. Ranges are matched to open tickets by shared cells (ranges.match): grow/shrink/shift keep the
+   ticket, a split gives the largest part the ticket and new tickets to the other parts that hold
+   new evidence, a merge keeps the oldest ticket. A range with new evidence that overlaps no open
+   ticket reopens a ticket closed as fixed that shares cells with it, else opens a new one.
+4. An open ticket no range took closes: merged, obsolete (a full run of its suite has none of its
+   cells, or not its group at all), or fixed (measured, none still a loss or failing).
 
-Runs are taken in once each and in order per host class (an older run than one already taken in
-is refused); only complete, non-invalidated `perfbench run` runs count.
+Runs are taken in in order of finish time per host class; a run resumed after `--max-time` is taken
+in again unless a later run was taken in meanwhile. Only complete, non-invalidated `perfbench run`
+runs count.
 """
 
 from __future__ import annotations
@@ -80,7 +81,6 @@ def _fill(t: m.Ticket, cells: list[dict], lattice: dict, every: dict, run: m.Run
     t.filters = ranges.box_filter(_group_of_ticket(t), cells, every)
     t.priority = _excess_ns(cells) if t.kind == "loss" else float(len(cells))
     t.worst_ratio = _worst(cells)
-    t.suite = run.suite
     t.title = render.title(t, lattice)
     t.updated_at = repo.now()
 
@@ -100,11 +100,18 @@ def update(s, run_id: int, *, min_effect: float = 0.03, q: float = 0.05, cal_fil
                          f"(`perfbench run --resume {run.id}` finishes it)")
     if run.invalidated:
         raise UsageError(f"run {run.id} is invalidated ({run.invalidated_why}): not taken into tickets")
-    # one update per host class at a time (PostgreSQL row lock; SQLite serializes writers itself)
+    # one update per host class at a time on PostgreSQL (a row lock until commit); on SQLite two
+    # concurrent updates can race, and TicketRun's primary key stops the second first take
     s.execute(select(m.HostClass.id).where(m.HostClass.id == run.host_class_id).with_for_update()).all()
     taken = s.get(m.TicketRun, run.id)
-    if taken is not None and taken.summary.get("cells") == len(run.cells):
+    if taken is not None and taken.summary.get("cells") in (None, len(run.cells)):
         return {**taken.summary, "already": True}
+    if taken is not None:
+        after = s.scalar(select(m.TicketRun.run_id).where(m.TicketRun.host_class_id == run.host_class_id,
+                                                          m.TicketRun.applied_at > taken.applied_at).limit(1))
+        if after is not None:
+            raise UsageError(f"run {run.id} was resumed after run {after} was taken into the tickets: its older "
+                             "cells would undo what that run found; its new cells are stored but not taken in")
     newer = s.execute(select(m.Run.id, m.Run.finished_at, m.Run.started_at).join(
         m.TicketRun, m.TicketRun.run_id == m.Run.id).where(
         m.TicketRun.host_class_id == run.host_class_id, m.Run.id != run.id)).all()
@@ -128,11 +135,15 @@ def update(s, run_id: int, *, min_effect: float = 0.03, q: float = 0.05, cal_fil
     known = _known_cells(s, run) if run.partial else {}  # a full run is its own lattice
     existing = s.scalars(select(m.Ticket).where(m.Ticket.host_class_id == run.host_class_id)
                          .order_by(m.Ticket.id)).all()
-    summary: dict = {"run": run.id, "cells": len(run.cells), "opened": [], "updated": [], "reopened": [],
+    summary: dict = {"run": run.id, "cells": len(run.cells), "min_effect": min_effect, "opened": [], "updated": [], "reopened": [],
                      "closed": [], "merged": [], "split": [], "unchanged": []}
     for gkey, (g, gcells) in sorted(by_group.items()):
         _update_group(s, run, gkey, g, gcells, kinds, [t for t in existing if t.group_key == gkey],
                       known.get(gkey, {}), summary)
+    if not run.partial:  # a full run of a ticket's suite without its group: the suite dropped it
+        for t in existing:
+            if t.state == "open" and t.suite == run.suite and t.group_key not in by_group:
+                _close_obsolete(t, run, summary)
     summary["watch"] = _watch(s, run, cells, kinds, p_of)
     if taken is not None:  # a run resumed after `--max-time`: taken in again with all its cells
         taken.summary, taken.applied_at = summary, repo.now()
@@ -164,19 +175,31 @@ def _watch(s, run: m.Run, cells: list[dict], kinds: dict, p_of: dict) -> list[di
     return sorted(out, key=lambda w: -(w["ratio"] or 0))
 
 
+def _close_obsolete(t: m.Ticket, run: m.Run, summary: dict) -> None:
+    t.state, t.closed_at, t.closed_run_id, t.closed_reason = "closed", repo.now(), run.id, "obsolete"
+    t.updated_at = repo.now()
+    _event(t, run.id, "closed", why="obsolete: a full run of the suite no longer has these cells")
+    summary["closed"].append(t.id)
+
+
 def _known_cells(s, run: m.Run) -> dict:
     """group key -> {cell id: (axes, numerics_only)} of the newest full run of the run's suite on its
     host class: the lattice a filtered run's cells sit in (cells it skipped still lie between)."""
-    ref = s.scalar(select(m.Run).where(
+    ref = s.scalar(select(m.Run.id).where(
         m.Run.suite == run.suite, m.Run.host_class_id == run.host_class_id, m.Run.status == "complete",
         m.Run.partial.is_(False), m.Run.invalidated.is_(False), m.Run.origin == "run", m.Run.id != run.id)
-        .order_by(m.Run.started_at.desc(), m.Run.id.desc()).limit(1))
+        .order_by(m.Run.finished_at.desc(), m.Run.id.desc()).limit(1))
     out: dict = {}
-    for c in (ref.cells if ref is not None else []):
-        d = {"case_id": c.case.case_id, "op": c.case.op, "params": c.case.params, "dtype": c.dtype,
-             "threads": c.threads, "device": c.device, "cache": c.cache, "spin": c.spin, "timing_hash": c.timing_hash}
+    if ref is None:
+        return out
+    rows = s.execute(select(m.Cell.dtype, m.Cell.threads, m.Cell.device, m.Cell.cache, m.Cell.spin, m.Cell.timing_hash,
+                            m.Cell.numerics_only, m.Case.case_id, m.Case.op, m.Case.params)
+                     .join(m.Case, m.Case.id == m.Cell.case_pk).where(m.Cell.run_id == ref))
+    for dtype, threads, device, cache, spin, th, numerics_only, case_id, op, params in rows:
+        d = {"case_id": case_id, "op": op, "params": params, "dtype": dtype, "threads": threads, "device": device,
+             "cache": cache, "spin": spin, "timing_hash": th}
         out.setdefault(ranges.group_key(ranges.group_of(d)), {})[ranges.cell_id(d)] = (ranges.axes_of(d),
-                                                                                      bool(c.numerics_only))
+                                                                                      bool(numerics_only))
     return out
 
 
@@ -201,6 +224,10 @@ def _update_group(s, run: m.Run, gkey: str, g: dict, gcells: list[dict], kinds: 
         for e in t.cells:
             if e["id"] not in measured and e["id"] not in gone:
                 entries.setdefault(e["id"], e)
+    # the newest full run's cells, less the cases this run measured (under a new timing hash the
+    # old twin would sit between every two neighbours)
+    cases = {c["case_id"] for c in gcells}
+    known = {cid: v for cid, v in known.items() if cid.rsplit("@", 1)[0] not in cases}
     every = {cid: e["axes"] for cid, e in entries.items()}  # for reproduce filters: every case known
     for cid, (axes, _) in known.items():
         every.setdefault(cid, axes)
@@ -286,9 +313,7 @@ def _update_group(s, run: m.Run, gkey: str, g: dict, gcells: list[dict], kinds: 
                 _event(t, run.id, "merged", into=merged[t.id])
                 summary["merged"].append(t.id)
             elif all(e["id"] in gone for e in t.cells):
-                t.closed_reason = "obsolete"
-                _event(t, run.id, "closed", why="obsolete: the suite no longer has these cells")
-                summary["closed"].append(t.id)
+                _close_obsolete(t, run, summary)
             else:
                 # every cell measured by this run (else it would be selected) and none still failing
                 t.closed_reason = "fixed"

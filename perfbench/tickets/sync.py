@@ -39,6 +39,17 @@ def issue_body(t: m.Ticket, host_class: str) -> str:
     return with_marker(render.body(t, host_class, events), marker(t.uid))
 
 
+TITLE_LIMIT = 256  # GitHub's limit on an issue title
+
+
+def issue_title(t: m.Ticket, with_host_class: bool) -> str:
+    suffix = f" [{t.host_class.key}]" if with_host_class else ""
+    title = t.title
+    if len(title) + len(suffix) > TITLE_LIMIT:
+        title = title[: TITLE_LIMIT - len(suffix) - 1] + "…"
+    return title + suffix
+
+
 @dataclass
 class SyncResult:
     created: list = field(default_factory=list)  # (ticket id, issue number)
@@ -59,21 +70,22 @@ def _norm(text) -> str:
 
 def sync(s, client: GitHubClient, label: str = "perfbench", max_new: int = 10,
          host_class: str | None = None) -> SyncResult:
-    q = select(m.Ticket).where(m.Ticket.kind.in_(SYNCED_KINDS))
-    if host_class:
-        q = q.join(m.HostClass).where(m.HostClass.key == host_class)
-    tickets = sorted(s.scalars(q).all(), key=lifecycle.sort_key)
+    everything = s.scalars(select(m.Ticket).where(m.Ticket.kind.in_(SYNCED_KINDS))).all()
+    # several host classes in the database: every title names its host class (whatever --host-class
+    # selects now, so alternating syncs do not rewrite titles)
+    several = len({t.host_class_id for t in everything}) > 1
+    tickets = sorted((t for t in everything if not host_class or t.host_class.key == host_class),
+                     key=lifecycle.sort_key)
     existing = {}
     for issue in client.list_issues(label):
         body = issue.get("body") or ""
         for t in tickets:
             if marker(t.uid) in body and isinstance(issue.get("number"), int):
                 existing.setdefault(t.uid, issue)
-    several = len({t.host_class_id for t in tickets}) > 1
     res = SyncResult()
     for t in tickets:
         want_state = "open" if t.state == "open" else "closed"
-        title = t.title + (f" [{t.host_class.key}]" if several else "")
+        title = issue_title(t, several)
         body = issue_body(t, t.host_class.key)
         recorded = (t.github or {}).get(client.repo)
         issue = existing.get(t.uid)

@@ -19,7 +19,7 @@ KEYS = (128, 512, 1024, 4096)
 HEADS = (14, 32)
 
 
-def add_cells(s, rid, slow: dict, heads=HEADS, keys=KEYS, mismatch=(), ort_status="ok", th="t0"):
+def add_cells(s, rid, slow: dict, heads=HEADS, keys=KEYS, mismatch=(), ort_status="ok", th="t0", threads=1):
     """One Softmax cell per (heads, keys); `slow[(heads, keys)]` = ours/ORT ratio (default 0.8);
     cells in `mismatch` fail the numerics gate."""
     for h in heads:
@@ -32,7 +32,7 @@ def add_cells(s, rid, slow: dict, heads=HEADS, keys=KEYS, mismatch=(), ort_statu
             ours = [o * ratio * (1 + 0.002 * ((-1) ** i)) for i, o in enumerate(ort)]
             st = "mismatch" if (h, k) in mismatch else "ok"
             v = verdicts.decide(st, ort_status, ours, ort)
-            c = m.Cell(run_id=rid, case_pk=case.id, dtype="f32", threads=1, device="cpu", cache="warm", spin="off",
+            c = m.Cell(run_id=rid, case_pk=case.id, dtype="f32", threads=threads, device="cpu", cache="warm", spin="off",
                        timing_hash=th, numerics_hash="n", seed=1, numerics_only=False, n=v.n, ratio=v.ratio,
                        ratio_lo=v.lo, ratio_hi=v.hi, mean_log=v.mean_log, sd_log=v.sd_log, ci_method=v.method,
                        verdict=v.verdict, verdict_note=v.note, measured_at=T0)
@@ -278,3 +278,46 @@ def test_losses_below_the_bar_are_on_the_watch_list(runs, store, cli_env):  # no
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "2 cell(s) slower than ORT" in r.stdout and "heads=14 queries=1 keys=128" in r.stdout and f"#{t}" in r.stdout
+
+
+def test_a_group_dropped_from_the_suite_closes_obsolete(runs):
+    runs.take({(32, 4096): 2.4})
+    runs.take({}, partial=True, threads=2)  # a filtered run of other cells: nothing happens
+    assert runs.tickets()[0]["state"] == "open"
+    s = runs.take({}, threads=2)  # the suite now has threads=2 only
+    [t] = runs.tickets()
+    assert (t["state"], t["reason"]) == ("closed", "obsolete") and s["closed"] == [t["id"]]
+
+
+def test_a_ticket_partly_gone_closes_as_fixed_when_the_rest_is_measured(runs):
+    runs.take({(32, 1024): 1.6, (32, 4096): 2.4})
+    runs.take({}, keys=(128, 512, 1024))  # a full run without keys 4096 (dropped), 1024 fixed
+    [t] = runs.tickets()
+    assert (t["state"], t["reason"]) == ("closed", "fixed")
+
+
+def test_a_quick_run_grows_a_ticket(runs):
+    runs.take({(32, 4096): 2.4})
+    s = runs.take({(32, 1024): 2.0, (32, 4096): 2.4}, quick=True, partial=True)
+    [t] = runs.tickets()
+    assert s["updated"] == [t["id"]] and t["cells"] == cells_of((32, 1024), (32, 4096))
+
+
+def test_a_resumed_run_is_not_taken_in_again_after_a_later_run(runs, store, env):  # noqa: F811
+    with store.session() as s:
+        rid = add_run(s, env, minutes=5, partial=True, finished_at=T0 + timedelta(minutes=6))
+        add_cells(s, rid, {(32, 128): 2.0}, keys=(128,))
+        lifecycle.update(s, rid)
+    runs.take({})  # a later full run: 128 is fine now, the ticket closes
+    with store.session() as s:
+        add_cells(s, rid, {}, keys=(512,))  # the first run is resumed
+        with pytest.raises(UsageError, match="was resumed after run"):
+            lifecycle.update(s, rid)
+
+
+def test_a_new_timing_definition_does_not_split_ranges_on_old_twins(runs):
+    runs.take({})  # full run, definition t0
+    s = runs.take({(32, 512): 2.0, (32, 1024): 2.0}, heads=(32,), th="t1", partial=True)
+    [t] = runs.tickets()
+    assert s["opened"] == [t["id"]] and t["cells"] == cells_of((32, 512), (32, 1024))
+    assert "losing 2/2 cells" in t["title"]

@@ -179,3 +179,13 @@ def test_a_huge_range_stays_within_githubs_body_limit(runs, store):
         body = sync_mod.issue_body(t, "hc")
     assert len(body) <= 65536 and body.rstrip().endswith(sync_mod.marker(t.uid))
     assert "and 480 more cells" in body
+
+
+def test_titles_stay_within_githubs_limit_and_name_the_host_class_when_several(runs, store, gh):
+    runs.take({(32, 4096): 2.4})
+    with store.session() as s:
+        t = s.query(m.Ticket).one()
+        t.title = "x" * 300
+        assert sync_mod.issue_title(t, False) == "x" * 255 + "…"
+        withhc = sync_mod.issue_title(t, True)
+        assert len(withhc) == 256 and withhc.endswith(f" [{t.host_class.key}]")
