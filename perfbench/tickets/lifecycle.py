@@ -227,7 +227,7 @@ def _update_group(s, run: m.Run, gkey: str, g: dict, gcells: list[dict], kinds: 
     # the newest full run's cells, less the cases this run measured (under a new timing hash the
     # old twin would sit between every two neighbours)
     cases = {c["case_id"] for c in gcells}
-    known = {cid: v for cid, v in known.items() if cid.rsplit("@", 1)[0] not in cases}
+    known = {cid: v for cid, v in known.items() if ranges.case_of(cid) not in cases}
     every = {cid: e["axes"] for cid, e in entries.items()}  # for reproduce filters: every case known
     for cid, (axes, _) in known.items():
         every.setdefault(cid, axes)

@@ -54,8 +54,13 @@ def axes_of(cell: dict) -> dict:
 
 
 def cell_id(cell: dict) -> str:
-    """A cell's identity within its group: the case and its timing definition."""
-    return f"{cell['case_id']}@{cell['timing_hash']}"
+    """A cell's identity: the case, its timing definition and the cell key (unique in a run)."""
+    return (f"{cell['case_id']}@{cell['timing_hash']}@{cell['dtype']}.t{cell['threads']}.{cell['device']}."
+            f"{cell['cache']}.{cell['spin']}")
+
+
+def case_of(cid: str) -> str:
+    return cid.split("@", 1)[0]
 
 
 def judge(cells: list[dict], sigma_for, default_sigma: float, m: float = 0.03,
@@ -169,7 +174,7 @@ def box_filter(group: dict, cells: list[dict], lattice: dict) -> list[str]:
     of the lattice, else one per line along its longest axis. The cell-key fields (dtype, threads,
     device, cache, spin) are given to `perfbench run` as flags (see reproduce)."""
     base = [f"op={group['op']}"] + [f"{k}={v}" for k, v in sorted(group["modes"].items())]
-    ids = {cell_id(c) for c in cells}
+    ids = {c.get("id") or cell_id(c) for c in cells}
     axes = {cid: lattice[cid] for cid in ids}
 
     def terms(sub: dict) -> list[str]:

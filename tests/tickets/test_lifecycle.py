@@ -321,3 +321,13 @@ def test_a_new_timing_definition_does_not_split_ranges_on_old_twins(runs):
     [t] = runs.tickets()
     assert s["opened"] == [t["id"]] and t["cells"] == cells_of((32, 512), (32, 1024))
     assert "losing 2/2 cells" in t["title"]
+
+
+def test_the_same_case_in_another_group_is_another_cell(store, env):  # noqa: F811
+    with store.session() as s:
+        rid = add_run(s, env, minutes=5)
+        add_cells(s, rid, {(32, 4096): 2.4}, threads=1)
+        add_cells(s, rid, {}, threads=2)  # same cases and timing definition, 2 threads: ours wins
+        summary = lifecycle.update(s, rid)
+        [t] = s.query(m.Ticket).all()
+        assert t.threads == 1 and len(summary["opened"]) == 1 and len(t.cells) == 1
