@@ -211,6 +211,8 @@ def _take_into_tickets(store, run_id: int) -> None:
         with store.session() as s:
             summary = lifecycle.update(s, run_id)
         click.echo(summary_line(summary) + " (`perfbench tickets` lists them)", err=True)
+    except UsageError as e:  # the run is not one tickets take in now; the message says why
+        click.echo(f"tickets: not updated: {e}", err=True)
     except PerfbenchError as e:
         click.echo(f"tickets: not updated: {e} (run {run_id} is stored; `perfbench tickets update {run_id}` "
                    "retries)", err=True)

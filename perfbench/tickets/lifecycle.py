@@ -107,11 +107,13 @@ def update(s, run_id: int, *, min_effect: float = 0.03, q: float = 0.05, cal_fil
     if taken is not None and taken.summary.get("cells") in (None, len(run.cells)):
         return {**taken.summary, "already": True}
     if taken is not None:
-        after = s.scalar(select(m.TicketRun.run_id).where(m.TicketRun.host_class_id == run.host_class_id,
-                                                          m.TicketRun.applied_at > taken.applied_at).limit(1))
+        after = s.scalar(select(m.TicketRun.run_id).join(m.Run, m.Run.id == m.TicketRun.run_id).where(
+            m.TicketRun.host_class_id == run.host_class_id, m.Run.suite == run.suite,
+            m.TicketRun.applied_at > taken.applied_at).limit(1))
         if after is not None:
-            raise UsageError(f"run {run.id} was resumed after run {after} was taken into the tickets: its older "
-                             "cells would undo what that run found; its new cells are stored but not taken in")
+            raise UsageError(f"run {run.id} was resumed after run {after} of its suite was taken into the tickets: "
+                             "its older cells would undo what that run found, so the tickets keep what they have; "
+                             "the resumed cells are stored and the next run measures them again")
     newer = s.execute(select(m.Run.id, m.Run.finished_at, m.Run.started_at).join(
         m.TicketRun, m.TicketRun.run_id == m.Run.id).where(
         m.TicketRun.host_class_id == run.host_class_id, m.Run.id != run.id)).all()
@@ -132,17 +134,19 @@ def update(s, run_id: int, *, min_effect: float = 0.03, q: float = 0.05, cal_fil
     for c in cells:
         g = ranges.group_of(c)
         by_group.setdefault(ranges.group_key(g), (g, []))[1].append(c)
-    known = _known_cells(s, run) if run.partial else {}  # a full run is its own lattice
+    prev = _known_cells(s, run)  # the previous full run of the suite: what the suite had
+    known = prev if run.partial else {}  # a full run is its own lattice
     existing = s.scalars(select(m.Ticket).where(m.Ticket.host_class_id == run.host_class_id)
                          .order_by(m.Ticket.id)).all()
-    summary: dict = {"run": run.id, "cells": len(run.cells), "min_effect": min_effect, "opened": [], "updated": [], "reopened": [],
-                     "closed": [], "merged": [], "split": [], "unchanged": []}
+    summary: dict = {"run": run.id, "cells": len(run.cells), "min_effect": min_effect, "opened": [],
+                     "updated": [], "reopened": [], "closed": [], "merged": [], "split": [], "unchanged": []}
     for gkey, (g, gcells) in sorted(by_group.items()):
         _update_group(s, run, gkey, g, gcells, kinds, [t for t in existing if t.group_key == gkey],
-                      known.get(gkey, {}), summary)
-    if not run.partial:  # a full run of a ticket's suite without its group: the suite dropped it
+                      known.get(gkey, {}), prev.get(gkey, {}), summary)
+    if not run.partial:  # a group the previous full run of the suite had and this one lacks: dropped
         for t in existing:
-            if t.state == "open" and t.suite == run.suite and t.group_key not in by_group:
+            if (t.state == "open" and t.suite == run.suite and t.group_key not in by_group
+                    and t.group_key in prev):
                 _close_obsolete(t, run, summary)
     summary["watch"] = _watch(s, run, cells, kinds, p_of)
     if taken is not None:  # a run resumed after `--max-time`: taken in again with all its cells
@@ -209,24 +213,30 @@ def _group_of_ticket(t: m.Ticket) -> dict:
 
 
 def _update_group(s, run: m.Run, gkey: str, g: dict, gcells: list[dict], kinds: dict, tickets: list,
-                  known: dict, summary: dict) -> None:
+                  known: dict, prev: dict, summary: dict) -> None:
     if not gcells:  # this run measured nothing of the group: its tickets stay exactly as they are
         return
     measured = {ranges.cell_id(c): c for c in gcells}
     entries = {cid: _cell_entry(c, run) for cid, c in measured.items()}
     open_t = [t for t in tickets if t.state == "open"]
     full = not run.partial
-    # a full run of a ticket's suite that lacks one of its cells: the suite no longer has that cell
-    # (removed, or its timing definition changed); any other run leaves unmeasured cells as they were
-    gone = {e["id"] for t in open_t for e in t.cells
-            if e["id"] not in measured and full and t.suite == run.suite}
+    cases = {c["case_id"]: cid for cid, c in measured.items()}
+
+    def cur(e) -> str:
+        """A ticket cell's id now: a case this run measured under a new timing definition is its
+        twin under the new one (the old definition is never measured again)."""
+        return e["id"] if e["id"] in measured else cases.get(e["case_id"], e["id"])
+
+    # gone: a cell the previous full run of the ticket's suite had and this full run lacks (the
+    # suite dropped it); any other unmeasured cell stays as it was last seen
+    gone = {cur(e) for t in open_t for e in t.cells
+            if cur(e) not in measured and full and t.suite == run.suite and cur(e) in prev}
     for t in open_t:
         for e in t.cells:
-            if e["id"] not in measured and e["id"] not in gone:
+            if cur(e) not in measured and cur(e) not in gone:
                 entries.setdefault(e["id"], e)
     # the newest full run's cells, less the cases this run measured (under a new timing hash the
     # old twin would sit between every two neighbours)
-    cases = {c["case_id"] for c in gcells}
     known = {cid: v for cid, v in known.items() if ranges.case_of(cid) not in cases}
     every = {cid: e["axes"] for cid, e in entries.items()}  # for reproduce filters: every case known
     for cid, (axes, _) in known.items():
@@ -242,7 +252,7 @@ def _update_group(s, run: m.Run, gkey: str, g: dict, gcells: list[dict], kinds: 
         mine = [t for t in open_t if t.kind == kind]
         for t in mine:
             for e in t.cells:
-                cid = e["id"]
+                cid = cur(e)
                 if cid in gone:
                     continue
                 if cid not in measured or run.quick:
@@ -250,7 +260,7 @@ def _update_group(s, run: m.Run, gkey: str, g: dict, gcells: list[dict], kinds: 
                 elif kind == "loss" and measured[cid]["verdict"] == "loss":
                     selected.add(cid)  # still losing, no longer ticket-worthy: stays (no flapping)
         found = ranges.components(lattice, selected)
-        keep, split, merged = ranges.match({t.id: {e["id"] for e in t.cells} for t in mine}, found)
+        keep, split, merged = ranges.match({t.id: {cur(e) for e in t.cells} for t in mine}, found)
         assign: dict = {}
         fresh = []  # (range, ticket id it split from or None)
         for i, rng in enumerate(found):
@@ -279,10 +289,10 @@ def _update_group(s, run: m.Run, gkey: str, g: dict, gcells: list[dict], kinds: 
         for rng, parent in fresh:
             cells = [entries[c] for c in rng]
             # not an open ticket's: reopen one closed as fixed that shares cells, or open a new one
-            closed = [t for t in tickets if t.state == "closed" and t.closed_reason == "fixed" and t.kind == kind
-                      and {e["id"] for e in t.cells} & rng]
+            closed = [t for t in tickets if t.state == "closed" and t.closed_reason in ("fixed", "obsolete")
+                      and t.kind == kind and {cur(e) for e in t.cells} & rng]
             if parent is None and closed:
-                t = max(closed, key=lambda t: (len({e["id"] for e in t.cells} & rng), -t.id))
+                t = max(closed, key=lambda t: (len({cur(e) for e in t.cells} & rng), -t.id))
                 t.state, t.closed_reason, t.closed_at, t.reopened = "open", None, None, (t.reopened or 0) + 1
                 t.closed_run_id = None
                 _fill(t, cells, lattice, every, run)
@@ -312,12 +322,12 @@ def _update_group(s, run: m.Run, gkey: str, g: dict, gcells: list[dict], kinds: 
                 t.closed_reason, t.merged_into_id = "merged", merged[t.id]
                 _event(t, run.id, "merged", into=merged[t.id])
                 summary["merged"].append(t.id)
-            elif all(e["id"] in gone for e in t.cells):
+            elif all(cur(e) in gone for e in t.cells):
                 _close_obsolete(t, run, summary)
             else:
                 # every cell measured by this run (else it would be selected) and none still failing
                 t.closed_reason = "fixed"
-                t.cells = [entries.get(e["id"], e) for e in t.cells]  # the figures that closed it
+                t.cells = [entries.get(cur(e), e) for e in t.cells]  # the figures that closed it
                 _event(t, run.id, "closed", why="fixed", worst_ratio_now=_worst(
                     [entries[e["id"]] for e in t.cells if e["id"] in entries]))
                 summary["closed"].append(t.id)

@@ -124,13 +124,13 @@ def test_a_partial_run_never_closes_what_it_did_not_measure(runs):
     runs.take({(32, 4096): 2.4})
     runs.take({}, heads=(14,), partial=True)
     assert runs.tickets()[0]["state"] == "open"
-    # another timing definition of the same case is another cell: a partial run leaves the ticket
-    runs.take({}, th="t1", partial=True)
+    # a new timing definition, measured for other cases only: the ticket's case not measured
+    runs.take({}, heads=(14,), th="t1", partial=True)
     assert runs.tickets()[0]["state"] == "open"
-    # a full run of the suite without the ticket's cells (definition changed): closed as obsolete
+    # the ticket's case measured under its new definition, not losing: its twin replaces it, fixed
     runs.take({}, th="t1")
     [t] = runs.tickets()
-    assert (t["state"], t["reason"]) == ("closed", "obsolete")
+    assert (t["state"], t["reason"]) == ("closed", "fixed")
 
 
 def test_a_quick_run_never_shrinks_or_closes(runs):
@@ -331,3 +331,27 @@ def test_the_same_case_in_another_group_is_another_cell(store, env):  # noqa: F8
         summary = lifecycle.update(s, rid)
         [t] = s.query(m.Ticket).all()
         assert t.threads == 1 and len(summary["opened"]) == 1 and len(t.cells) == 1
+
+
+def test_a_group_only_a_partial_run_measured_is_not_obsolete(runs):
+    runs.take({})  # a full run: threads 1 only
+    runs.take({(32, 4096): 2.4}, threads=2, partial=True)  # `--threads 2`: opens a ticket at 2 threads
+    s = runs.take({})  # the next full run has no 2-thread group: it never had one
+    [t] = runs.tickets()
+    assert t["state"] == "open" and s["closed"] == []
+
+
+def test_an_open_tickets_old_definition_twins_are_replaced(runs):
+    runs.take({(32, 1024): 1.6, (32, 4096): 2.4})  # definition t0
+    runs.take({(32, 1024): 1.6, (32, 4096): 2.4}, heads=(32,), th="t1", partial=True)
+    [t] = runs.tickets()
+    assert t["cells"] == cells_of((32, 1024), (32, 4096))  # the t1 twins, not both generations
+    assert "losing 2/2 cells" in t["title"]
+
+
+def test_a_shape_only_a_partial_run_measured_is_not_gone(runs):
+    runs.take({})  # a full run: keys 128..4096
+    runs.take({(32, 8192): 2.0}, keys=(8192,), partial=True)  # a quick shape, outside the full axes
+    s = runs.take({})
+    [t] = runs.tickets()
+    assert t["state"] == "open" and s["closed"] == []
