@@ -1,0 +1,304 @@
+"""The static site: one folder per host class with overview, per-op, trends, roofline and tickets
+pages, plus an index of host classes. plotly.js is written once into the site (assets/) and every
+page loads it by a relative path: the site works offline and from file://, no CDN.
+
+Each page records, for tests and for anyone curious, how many figures it drew and any script
+error, in `<body data-figures="N" data-errors="...">` (see `CHECK_JS`)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from perfbench.compare import verdicts
+from perfbench.compare.render import fmt_ns
+from perfbench.dashboard import figures as fig
+from perfbench.dashboard.data import latest_full, short
+
+CSS = """body{font-family:system-ui,sans-serif;margin:0;color:#222}header{background:#1f2937;color:#fff;padding:10px 18px}
+header a{color:#cbd5e1;margin-right:14px;text-decoration:none}header a.on{color:#fff;font-weight:600}
+main{padding:14px 18px}table{border-collapse:collapse;margin:8px 0 18px}td,th{border:1px solid #ddd;padding:3px 8px;
+font-size:13px;text-align:right}th{background:#f3f4f6}td.l,th.l{text-align:left}.win{color:#2166ac}.loss{color:#b2182b}
+.note{color:#555;font-size:13px}.fig{margin-bottom:18px}select{margin-left:6px}"""
+
+# counts rendered figures and collects script errors into <body data-*> (read by the browser test)
+CHECK_JS = """<script>
+window.__pbErrors = [];
+window.addEventListener('error', function (e) { window.__pbErrors.push(String(e.message || e)); });
+(function () { var ce = console.error; console.error = function () {
+  window.__pbErrors.push(Array.prototype.join.call(arguments, ' ')); ce.apply(console, arguments); }; })();
+</script>"""
+DRAW_JS = """<script>
+(function () {
+  var figs = window.__pbFigures || [], drawn = 0;
+  if (typeof Plotly === 'undefined') { window.__pbErrors.push('plotly.js did not load'); }
+  else { figs.forEach(function (f) {
+    try { Plotly.newPlot(f.id, f.data, f.layout, {responsive: true, displaylogo: false}); drawn++; }
+    catch (e) { window.__pbErrors.push(f.id + ': ' + e); } }); }
+  function report() {
+    var svgs = document.querySelectorAll('.js-plotly-plot .main-svg').length;
+    document.body.setAttribute('data-figures', String(drawn));
+    document.body.setAttribute('data-svgs', String(svgs));
+    document.body.setAttribute('data-errors', window.__pbErrors.join(' | '));
+  }
+  report(); setTimeout(report, 500);
+})();
+</script>"""
+
+
+def esc(s) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _js(obj) -> str:
+    """JSON safe inside <script>: no '<', '>' or '&' can end the script or open a tag."""
+    return (json.dumps(obj, separators=(",", ":"), allow_nan=False, default=str)
+            .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def _clean(v):
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    return v
+
+
+def slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", s).strip("-").lower()[:60] or "x"
+
+
+class Page:
+    def __init__(self, title: str):
+        self.title, self.parts, self.figs = title, [], []
+
+    def add(self, html_text: str) -> None:
+        self.parts.append(html_text)
+
+    def figure(self, figdict: dict) -> None:
+        fid = f"fig{len(self.figs)}"
+        self.figs.append({"id": fid, **_clean(figdict)})
+        self.parts.append(f'<div class="fig" id="{fid}"></div>')
+
+    def render(self, nav: str, asset_prefix: str) -> str:
+        return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(self.title)}</title>"
+                f"<style>{CSS}</style>{CHECK_JS}<script src=\"{asset_prefix}assets/plotly.min.js\"></script></head>"
+                f"<body><header>{nav}</header><main><h1>{esc(self.title)}</h1>{''.join(self.parts)}</main>"
+                f"<script>window.__pbFigures = {_js(self.figs)};</script>{DRAW_JS}</body></html>")
+
+
+def _nav(host: dict, here: str, ops: list[str], multi_host: bool) -> str:
+    links = [("overview.html", "Overview")] + [(f"op-{slug(o)}.html", o) for o in ops] + [
+        ("trends.html", "Trends"), ("roofline.html", "Roofline"), ("tickets.html", "Tickets")]
+    out = ['<a href="../index.html">Hosts</a>' if multi_host else ""]
+    out += [f'<a class="{"on" if href == here else ""}" href="{href}">{esc(label)}</a>' for href, label in links]
+    out.append(f'<span class="note" style="color:#cbd5e1">{esc(host["key"])}</span>')
+    return "".join(out)
+
+
+def _fmt_ratio(r) -> str:
+    return "-" if r is None else f"{r:.3f}"
+
+
+def _run_line(r: dict) -> str:
+    return (f"run {r['id']} · suite {esc(r['suite'])} · {r['started_at']:%Y-%m-%d %H:%M} · commit "
+            f"{esc((r['git_sha'] or '?')[:10])} {esc(r['branch'] or '')} · {len(r['cells'])} cells"
+            + (" · partial" if r["partial"] else ""))
+
+
+def _regions(cells: list[dict]) -> list[dict]:
+    groups: dict = defaultdict(list)
+    for c in cells:
+        groups[(c["op"], c["dtype"], c["threads"])].append(c)
+    out = []
+    for (op, dt, th), cs in sorted(groups.items()):
+        objs = [verdicts.CellVerdict(c["verdict"], ratio=c["ratio"]) for c in cs]
+        out.append({"op": op, "dtype": dt, "threads": th, "fast_1": verdicts.fast_1(objs),
+                    "counts": verdicts.counts(objs),
+                    "geomean": verdicts.geomean(c["ratio"] for c in cs if c["verdict"] != "fail")})
+    return out
+
+
+def overview(host: dict, latest: dict) -> Page:
+    p = Page(f"perfbench: ours vs ONNX Runtime on {host['key']}")
+    p.add(f'<p class="note">Ratios are ours/ORT (below 1: we are faster). fast_1 = cells where ours is correct and '
+          f"faster than ORT / all cells due (failures count as slow, n/a excluded). {len(host['tickets'])} open "
+          f'ticket(s): <a href="tickets.html">the work queue</a>.</p>')
+    for sname, r in sorted(latest.items()):
+        regions = _regions(r["cells"])
+        tickets = defaultdict(int)
+        for t in host["tickets"]:
+            tickets[(t["op"], t["dtype"], t["threads"])] += 1
+        p.add(f"<h2>Suite {esc(sname)}</h2><p class=note>latest: {_run_line(r)}</p>")
+        rows = ["<tr><th class=l>op</th><th>dtype</th><th>threads</th><th>fast_1</th><th>win</th><th>loss</th>"
+                "<th>undecided</th><th>fail</th><th>n/a</th><th>geomean ours/ORT</th><th>open tickets</th></tr>"]
+        for g in regions:
+            c = g["counts"]
+            f1 = "-" if g["fast_1"] is None else f"{100 * g['fast_1']:.0f}%"
+            rows.append(f"<tr><td class=l><a href=\"op-{slug(g['op'])}.html\">{esc(g['op'])}</a></td>"
+                        f"<td>{esc(g['dtype'])}</td><td>{g['threads']}</td><td>{f1}</td><td class=win>{c['win']}</td>"
+                        f"<td class=loss>{c['loss']}</td><td>{c['undecided']}</td><td>{c['fail']}</td><td>{c['n/a']}</td>"
+                        f"<td>{_fmt_ratio(g['geomean'])}</td><td>{tickets[(g['op'], g['dtype'], g['threads'])]}</td></tr>")
+        p.add("<table>" + "".join(rows) + "</table>")
+        p.figure(fig.fast1_bars(regions, f"fast_1 per op, dtype and threads — suite {sname}, run {r['id']}"))
+    if not latest:
+        p.add("<p>No complete runs for this host class yet: <code>perfbench run --suite attention</code>.</p>")
+    return p
+
+
+def op_page(host: dict, op: str, run: dict, choices: list[dict], name_of) -> Page:
+    p = Page(f"{op}: ours/ORT heatmaps")
+    opts = "".join(f'<option value="{name_of(r)}"{" selected" if r["id"] == run["id"] else ""}>{_run_line(r)}</option>'
+                   for r in choices)
+    p.add(f"<p>Run <select onchange=\"location.href=this.value\">{opts}</select></p>")
+    p.add(f'<p class="note">Colour: log scale, centred on 1.0 — blue = we win, red = we lose. Grey: n/a (no ratio); '
+          f"dark grey: ours fails (never a win). {fig.MARK_SUBST} compared with a substituted ORT dtype; "
+          f"{fig.MARK_DISC} ORT departs from the oracle (ort-discrepancy). Hover for times, CI, throughput, "
+          "ORT path and case id.</p>")
+    cells = [c for c in run["cells"] if c["op"] == op]
+    groups: dict = defaultdict(list)
+    for c in cells:
+        groups[(c["dtype"], c["threads"], c["cache"], c["spin"], c["device"])].append(c)
+    for (dt, th, cache, spin, dev), cs in sorted(groups.items()):
+        extra = "".join(x for x in (f", cache {cache}" if cache != "warm" else "", f", spin {spin}" if spin != "off" else "",
+                                    f", {dev}" if dev != "cpu" else ""))
+        if all(c["numerics_only"] for c in cs):
+            continue
+        p.figure(fig.heatmap(op, cs, f"{op} {dt}, {th} thread{'s' if th != 1 else ''}{extra} — ours/ORT, run {run['id']}"))
+    return p
+
+
+def trends_page(host: dict, runs: list[dict]) -> Page:
+    p = Page("Trends: ours/ORT and times across runs")
+    p.add('<p class="note">Each line is one case; error bars are the ratio\'s 95% CI; a red × marks a regression '
+          "flag from <code>perfbench ab</code>/<code>compare</code> on that run.</p>")
+    flags: dict = defaultdict(dict)  # (op, dtype, threads) -> {(run id, case id): verdict}
+    for head, rows in host["flags"].items():
+        for f in rows:
+            flags[(f["case_id"].split(".", 1)[0], f["dtype"], f["threads"])][(head, f["case_id"])] = f["verdict"]
+    for sname in sorted({r["suite"] for r in runs}):
+        rs = [r for r in runs if r["suite"] == sname]
+        per: dict = defaultdict(lambda: defaultdict(dict))
+        times: dict = defaultdict(lambda: defaultdict(dict))
+        label_of: dict = {}
+        for r in rs:
+            for c in r["cells"]:
+                if c["numerics_only"]:
+                    continue
+                key = (c["op"], c["dtype"], c["threads"])
+                label = short(c) + ("" if c["cache"] == "warm" else f" cache {c['cache']}")
+                label_of[c["case_id"]] = label
+                if c["ratio"] is not None:
+                    per[key][label][r["id"]] = (c["ratio"], c["lo"], c["hi"])
+                if c["ours_ns"]:
+                    times[key][f"ours {label}"][r["id"]] = (c["ours_ns"], None, None)
+                if c["ort_ns"]:
+                    times[key][f"ORT {label}"][r["id"]] = (c["ort_ns"], None, None)
+        p.add(f"<h2>Suite {esc(sname)} ({len(rs)} runs)</h2>")
+        for key in sorted(per):
+            op, dt, th = key
+            fl = {(rid, label_of[cid]): v for (rid, cid), v in flags[key].items() if cid in label_of}
+            p.figure(fig.trend(per[key], rs, fl, f"{op} {dt}, {th} thread(s): ours/ORT per run", "ratio"))
+            p.figure(fig.trend(times[key], rs, {}, f"{op} {dt}, {th} thread(s): median time per call", "time"))
+    return p
+
+
+def roofline_page(host: dict, latest: dict) -> Page:
+    p = Page("Roofline: achieved GFLOP/s against arithmetic intensity")
+    if not host["peaks"]:
+        p.add("<p>No peaks measured for this host class (<code>perfbench peaks</code>).</p>")
+    p.add('<p class="note">Lines: this host\'s measured FMA peak and read bandwidth by cache level '
+          "(<code>perfbench peaks</code>); points: ours and ORT per cell of the latest run.</p>")
+    for r in (latest[k] for k in sorted(latest)):
+        groups: dict = defaultdict(list)
+        for c in r["cells"]:
+            if not c["numerics_only"]:
+                groups[(c["op"], c["threads"])].append(c)
+        for (op, th), cs in sorted(groups.items()):
+            p.figure(fig.roofline(cs, host["peaks"], th, f"{op}, {th} thread(s), all dtypes — run {r['id']}"))
+    return p
+
+
+def tickets_page(host: dict, ops: list[str]) -> Page:
+    p = Page("Tickets: the open work queue")
+    ts = sorted(host["tickets"], key=lambda t: ({"wrong-answer": 0, "broken": 1, "loss": 2}.get(t["kind"], 3),
+                                                 -(t["priority"] or 0)))
+    if not ts:
+        p.add("<p>No open tickets (<code>perfbench tickets --watch</code> lists losses below the ticket bar).</p>")
+    rows = ["<tr><th>#</th><th class=l>kind</th><th class=l>title</th><th>cells</th><th>priority</th>"
+            "<th>worst</th><th class=l>view</th></tr>"]
+    for t in ts:
+        link = f'<a href="op-{slug(t["op"])}.html">{esc(t["op"])}</a>' if t["op"] in ops else esc(t["op"])
+        prio = fmt_ns(t["priority"]) + "/call" if t["kind"] == "loss" else "-"
+        rows.append(f"<tr><td>{t['id']}</td><td class=l>{esc(t['kind'])}</td><td class=l>{esc(t['title'])}</td>"
+                    f"<td>{t['cells']}</td><td>{esc(prio)}</td><td>{_fmt_ratio(t['worst_ratio'])}</td>"
+                    f"<td class=l>{link}</td></tr>")
+    if ts:
+        p.add("<table>" + "".join(rows) + "</table><p class=note><code>perfbench tickets show ID</code> has each "
+              "ticket in full.</p>")
+    return p
+
+
+def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
+    """Write the site under `out`; returns {"pages": n, "figures": n, "seconds": s, "index": path}."""
+    import plotly.offline
+
+    t0 = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "assets").mkdir(exist_ok=True)
+    js = out / "assets" / "plotly.min.js"
+    js.write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
+    multi = len(hosts) > 1
+    pages = figs = 0
+    host_links = []
+    for host in hosts:
+        hdir = out / slug(host["key"]) if multi else out
+        if multi:
+            if hdir.exists():
+                shutil.rmtree(hdir)
+            hdir.mkdir()
+        prefix = "../" if multi else ""
+        latest = latest_full(host["runs"])
+        ops = sorted({c["op"] for r in latest.values() for c in r["cells"]})
+
+        def emit(name: str, page: Page, hdir=hdir, host=host, ops=ops, prefix=prefix) -> None:
+            nonlocal pages, figs
+            (hdir / name).write_text(page.render(_nav(host, name, ops, multi), prefix), encoding="utf-8")
+            pages += 1
+            figs += len(page.figs)
+
+        emit("overview.html", overview(host, latest))
+        for op in ops:
+            recent = [r for r in host["runs"] if any(c["op"] == op for c in r["cells"])][-run_choices:]
+            base = f"op-{slug(op)}"
+            main = max((r for r in latest.values() if any(c["op"] == op for c in r["cells"])),
+                       key=lambda r: (r["started_at"], r["id"]))
+
+            def name_of(r, base=base, main=main):
+                return f"{base}.html" if r["id"] == main["id"] else f"{base}-run{r['id']}.html"
+
+            choices = recent if main in recent else recent + [main]
+            for r in choices:
+                emit(name_of(r), op_page(host, op, r, choices, name_of))
+        emit("trends.html", trends_page(host, host["runs"]))
+        emit("roofline.html", roofline_page(host, latest))
+        emit("tickets.html", tickets_page(host, ops))
+        host_links.append((slug(host["key"]) + "/overview.html" if multi else "overview.html", host))
+    index = Page("perfbench dashboard")
+    if not hosts:
+        index.add("<p>The database has no runs yet: <code>perfbench run --suite attention</code>.</p>")
+    for href, host in host_links:
+        latest = latest_full(host["runs"])
+        runs = ", ".join(f"{esc(s)}: run {r['id']} ({r['started_at']:%Y-%m-%d})" for s, r in sorted(latest.items()))
+        index.add(f'<p><a href="{href}">{esc(host["key"])}</a> — {len(host["runs"])} runs; latest {runs or "none"}; '
+                  f"{len(host['tickets'])} open tickets</p>")
+    (out / "index.html").write_text(index.render("", ""), encoding="utf-8")
+    pages += 1
+    return {"pages": pages, "figures": figs, "seconds": time.perf_counter() - t0, "index": str(out / "index.html")}

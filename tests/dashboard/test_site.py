@@ -1,0 +1,113 @@
+"""`perfbench dashboard` end to end: a real SQLite file with runs, tickets and a regression flag,
+the site written by the CLI, every page loaded from file:// in headless chromium (no console
+errors, every figure drawn), screenshots saved to test-artifacts/dashboard/, hostile strings
+rendered as text."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from datetime import timedelta
+
+import pytest
+
+from perfbench.store import models as m
+from perfbench.store.db import Store
+from perfbench.tickets import lifecycle
+from tests.conftest import ROOT, perfbench_cmd
+from tests.dashboard import browser
+from tests.store.test_store import T0, add_run, env  # noqa: F401  (fixture)
+from tests.tickets.test_lifecycle import add_cells
+
+HOSTILE = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
+ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
+
+
+@pytest.fixture()
+def store(db_url):
+    st = Store(db_url)
+    yield st
+    st.dispose()
+
+
+@pytest.fixture()
+def site(store, env, tmp_path, cli_env):  # noqa: F811
+    with store.session() as s:
+        # three runs of a suite whose name and branch are hostile; the second slower on two cells
+        for i, slow in enumerate(({}, {(32, 1024): 1.6, (32, 4096): 2.4}, {(32, 4096): 1.3})):
+            rid = add_run(s, env, minutes=10 * (i + 1), suite=HOSTILE, branch=HOSTILE, sha=f"{i:040d}",
+                          finished_at=T0 + timedelta(minutes=10 * (i + 1) + 5))
+            add_cells(s, rid, slow, mismatch={(14, 128)} if i == 2 else ())
+            lifecycle.update(s, rid)
+        bad = add_run(s, env, minutes=50, invalidated=True, invalidated_why="test")
+        add_cells(s, bad, {(14, 512): 9.0})
+        # a stored comparison flagging one cell on run 2
+        cmp_ = m.Comparison(kind="ab", base_run_id=1, head_run_id=2, host_class_id=env.hc_id, base_ref="a",
+                            head_ref="b", summary={}, exit_code=1, document={}, created_at=T0)
+        cmp_.rows.append(m.ComparisonRow(case_id="Softmax.batch=1.heads=32.queries=1.keys=4096", op="Softmax",
+                                         dtype="f32", threads=1, device="cpu", cache="warm", spin="off",
+                                         verdict="regression"))
+        s.add(cmp_)
+    out = tmp_path / "site"
+    r = subprocess.run(perfbench_cmd() + ["dashboard", "-o", str(out), "--db", store.url], env=cli_env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "wrote" in r.stderr and "pages" in r.stderr
+    return out
+
+
+def test_every_page_loads_from_file_with_no_errors_and_draws_every_figure(site):
+    pages = sorted(site.glob("*.html"))
+    assert {p.name for p in pages} >= {"index.html", "overview.html", "op-softmax.html", "trends.html",
+                                       "roofline.html", "tickets.html"}
+    assert (site / "assets" / "plotly.min.js").stat().st_size > 1_000_000
+    for page in pages:
+        text = page.read_text()
+        assert "cdn" not in text.lower() and "https://" not in text  # offline: nothing fetched
+        want = len(re.findall(r'<div class="fig" id="fig\d+"></div>', text))
+        got = browser.check(page)
+        assert got["errors"] == "", (page.name, got["errors"])
+        assert got["figures"] == want and got["svgs"] >= want, (page.name, got)
+    for name in ("overview", "op-softmax", "trends"):
+        png = browser.screenshot(site / f"{name}.html", ARTIFACTS / f"{name}.png")
+        assert png.stat().st_size > 20_000
+
+
+def test_the_check_fails_on_a_broken_page(site, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(site, broken)
+    (broken / "assets" / "plotly.min.js").unlink()  # the script the figures need is missing
+    got = browser.check(broken / "overview.html")
+    assert "plotly.js did not load" in got["errors"] and got["figures"] == 0
+    page = broken / "tickets.html"  # a script error on the page
+    page.write_text(page.read_text().replace("<main>", "<main><script>undefinedFunction()</script>"))
+    shutil.copy(site / "assets" / "plotly.min.js", broken / "assets" / "plotly.min.js")
+    assert "undefinedFunction" in browser.check(page)["errors"]
+
+
+def test_strings_from_the_database_render_as_text(site):
+    overview = (site / "overview.html").read_text()
+    assert HOSTILE not in overview and "&lt;img src=x" in overview
+    for page in site.glob("*.html"):
+        assert '<script>document.title="pwned"' not in page.read_text()
+    got = browser.check(site / "overview.html")
+    assert "<title>pwned</title>" not in got["dom"] and '<img src="x"' not in got["dom"]
+
+
+def test_what_the_pages_show(site):
+    overview = (site / "overview.html").read_text()
+    # the latest run (3) with its commit; one failing cell of 8, fast_1 7/8 (the loss at 1.3x is slow)
+    assert "latest: run 3" in overview and "0000000000" in overview
+    assert re.search(r"<td>f32</td><td>1</td><td>75%</td><td class=win>6</td><td class=loss>1</td>"
+                     r"<td>0</td><td>1</td><td>0</td>", overview)
+    tickets = (site / "tickets.html").read_text()
+    assert "wrong-answer" in tickets and "op-softmax.html" in tickets
+    soft = (site / "op-softmax.html").read_text()
+    assert "FAIL" in soft and "keys" in soft  # a failing cell is marked, never a colour of a win
+    assert (site / "op-softmax-run2.html").exists() and "op-softmax-run2.html" in soft  # run selector
+    trends = (site / "trends.html").read_text()
+    flagged = re.findall(r'"name":"([^"]*) flagged","x":\["run 2[^"]*"\]', trends)
+    assert flagged == ["heads=32 queries=1 keys=4096"]  # only the flagged case, only on its run
+    # the invalidated run is left out everywhere
+    assert not any("run 4 " in p.read_text() or "run4" in p.name for p in site.glob("*.html"))
