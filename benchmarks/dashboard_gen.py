@@ -63,7 +63,8 @@ def main() -> int:
                                              cpu_flags=[], l2_bytes=1 << 19, l3_bytes=32 << 20,
                                              memory_bytes=1 << 34, meta={}))
         build = repo.ensure_build(s, SimpleNamespace(build_id="b", source_hash="s", compiler="gcc",
-                                                     compiler_version="gcc 12", flags=[], isa_compiled=["avx2"]))
+                                                     compiler_version="gcc 12", flags=[], isa_compiled=["avx2"],
+                                                     isa_flags={}))
         n = 0
         for i in range(args.runs):
             r = m.Run(suite="big", suite_hash="h", status="complete", partial=False, filters=[], settings={},
