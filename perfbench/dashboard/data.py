@@ -36,25 +36,23 @@ def _cell(c: m.Cell) -> dict:
 
 def load(s, host_class: str | None = None, suite: str | None = None, max_runs: int = 30) -> list[dict]:
     """One entry per host class: {"key", "runs": [...], "peaks", "tickets", "flags"}. Runs are the
-    newest `max_runs` complete, non-invalidated `perfbench run` runs (per suite), oldest first."""
+    newest `max_runs` complete, non-invalidated `perfbench run` runs (per suite), oldest first;
+    flags are stored comparisons' flagged rows keyed by their head's commit."""
     q = select(m.HostClass).order_by(m.HostClass.id)
     if host_class:
         q = q.where(m.HostClass.key == host_class)
     out = []
     for hc in s.scalars(q):
-        rq = (select(m.Run).where(m.Run.host_class_id == hc.id, m.Run.status == "complete",
-                                  m.Run.invalidated.is_(False), m.Run.origin == "run")
-              .options(selectinload(m.Run.cells).selectinload(m.Cell.measurements),
-                       selectinload(m.Run.cells).selectinload(m.Cell.case))
-              .order_by(m.Run.started_at, m.Run.id))
-        if suite:
-            rq = rq.where(m.Run.suite == suite)
-        by_suite: dict = defaultdict(list)
-        for r in s.scalars(rq):
-            by_suite[r.suite].append(r)
+        base = (select(m.Run).where(m.Run.host_class_id == hc.id, m.Run.status == "complete",
+                                    m.Run.invalidated.is_(False), m.Run.origin == "run"))
+        suites = [suite] if suite else sorted(set(s.scalars(base.with_only_columns(m.Run.suite).distinct())))
         runs = []
-        for sname, rs in by_suite.items():
-            for r in rs[-max_runs:]:
+        for sname in suites:  # the newest max_runs of each suite, read with their cells in a few queries
+            rs = s.scalars(base.where(m.Run.suite == sname)
+                           .options(selectinload(m.Run.cells).selectinload(m.Cell.measurements),
+                                    selectinload(m.Run.cells).selectinload(m.Cell.case))
+                           .order_by(m.Run.started_at.desc(), m.Run.id.desc()).limit(max_runs)).all()
+            for r in rs:
                 runs.append({"id": r.id, "suite": sname, "partial": r.partial, "quick": r.quick,
                              "started_at": r.started_at, "git_sha": r.git_sha, "branch": r.branch,
                              "hostname": r.hostname, "ort_version": r.ort_version, "filters": r.filters or [],
@@ -68,13 +66,18 @@ def load(s, host_class: str | None = None, suite: str | None = None, max_runs: i
                     "cells": len(t.cells or []), "last_run": t.last_run_id}
                    for t in s.scalars(select(m.Ticket).where(m.Ticket.host_class_id == hc.id,
                                                              m.Ticket.state == "open"))]
-        flags: dict = defaultdict(list)  # head run id -> flagged rows
-        for cmp_ in s.scalars(select(m.Comparison).where(m.Comparison.host_class_id == hc.id)):
+        flags: dict = defaultdict(list)  # head commit -> flagged rows (an `ab` head is not a history run)
+        cmps = s.scalars(select(m.Comparison).where(m.Comparison.host_class_id == hc.id)
+                         .options(selectinload(m.Comparison.rows))).all()
+        heads = {r.id: r.git_sha for r in s.scalars(select(m.Run).where(
+            m.Run.id.in_([c.head_run_id for c in cmps if c.head_run_id is not None])))}
+        for cmp_ in cmps:
+            sha = heads.get(cmp_.head_run_id)
             for row in cmp_.rows:
-                if row.verdict in FLAGGED:
-                    flags[cmp_.head_run_id].append({"case_id": row.case_id, "dtype": row.dtype,
-                                                    "threads": row.threads, "cache": row.cache, "spin": row.spin,
-                                                    "verdict": row.verdict, "comparison": cmp_.id})
+                if sha and row.verdict in FLAGGED:
+                    flags[sha].append({"case_id": row.case_id, "dtype": row.dtype, "threads": row.threads,
+                                       "cache": row.cache, "spin": row.spin, "device": row.device,
+                                       "verdict": row.verdict, "comparison": cmp_.id})
         out.append({"key": hc.key, "cpu_model": hc.cpu_model, "cores": hc.cores, "runs": runs, "peaks": peaks,
                     "tickets": tickets, "flags": dict(flags)})
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections import defaultdict
 
 from perfbench.compare.render import fmt_ns
@@ -21,7 +22,7 @@ def esc(s) -> str:
 
 
 def _ratio_text(c: dict) -> str:
-    if c["ours_status"] not in (None, "ok"):
+    if c["verdict"] == "fail":
         return "FAIL"
     if c["ratio"] is None:
         return "n/a"
@@ -34,8 +35,8 @@ def _ratio_text(c: dict) -> str:
 
 
 def _hover(c: dict) -> str:
-    parts = [f"<b>{esc(c['case_id'])}</b>", f"{esc(c['dtype'])}, {c['threads']} thread(s), cache {esc(c['cache'])}"]
-    if c["ours_status"] not in (None, "ok"):
+    parts = [f"<b>{esc(c['case_id'])}</b>", f"{esc(c['dtype'])}, {esc(c['threads'])} thread(s), cache {esc(c['cache'])}"]
+    if c["verdict"] == "fail":
         parts.append(f"ours: {esc(c['ours_status'])} (fails: never a win)")
     else:
         parts.append(f"ours {fmt_ns(c['ours_ns'])} · ORT {fmt_ns(c['ort_ns'])}")
@@ -48,7 +49,7 @@ def _hover(c: dict) -> str:
         parts.append(f"ours {c['ours_tp']:.3g} {esc(c['unit'] or '')}{share}")
     path = c.get("ort_path") or "-"
     if path == "substituted":
-        path = f"substituted: compared with ORT {esc(c.get('ort_dtype'))} {MARK_SUBST}"
+        path = f"substituted: compared with ORT {c.get('ort_dtype')} {MARK_SUBST}"
     parts.append(f"ORT path: {esc(path)}")
     if c.get("ort_status") == "ort-discrepancy":
         parts.append(f"ORT departs from the oracle (ort-discrepancy) {MARK_DISC}")
@@ -77,7 +78,10 @@ def heatmap(op: str, cells: list[dict], title: str) -> dict:
     ylab = {}
     for c in timed:
         ylab[id(c)] = " ".join(f"{k}={c['params'][k]}" for k in rest if k in c["params"]) or op
-    ys = sorted(set(ylab.values()))
+    def natural(label: str):
+        return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", label)]
+
+    ys = sorted(set(ylab.values()), key=natural)
     z = [[None] * len(xs) for _ in ys]
     zbad = [[None] * len(xs) for _ in ys]
     text = [[""] * len(xs) for _ in ys]
@@ -86,8 +90,8 @@ def heatmap(op: str, cells: list[dict], title: str) -> dict:
         i, j = ys.index(ylab[id(c)]), xs.index(c["params"].get(main) if main else "")
         text[i][j] = _ratio_text(c)
         hover[i][j] = _hover(c)
-        if c["ours_status"] not in (None, "ok") or c["ratio"] is None:
-            zbad[i][j] = 1 if c["ours_status"] not in (None, "ok") else 0
+        if c["verdict"] == "fail" or c["ratio"] is None:
+            zbad[i][j] = 1 if c["verdict"] == "fail" else 0
         else:
             z[i][j] = math.log2(c["ratio"])
     lim = max([abs(v) for row in z for v in row if v is not None] + [math.log2(1.5)])
@@ -135,9 +139,9 @@ def trend(series: dict, runs: list[dict], flags: dict, title: str, what: str) ->
             y.append(v[0] if v else None)
             lo.append((v[0] - v[1]) if v and v[1] is not None else None)
             hi.append((v[2] - v[0]) if v and v[2] is not None else None)
-            mark.append(bool(v and flags.get((r["id"], label))))
+            mark.append(flags.get((r["id"], label)) if v else None)
         trace = {"type": "scatter", "mode": "lines+markers", "name": esc(label), "x": xs, "y": y,
-                 "hovertemplate": esc(label) + "<br>%{x}: %{y:.3g}<extra></extra>"}
+                 "text": [esc(label)] * len(xs), "hovertemplate": "%{text}<br>%{x}: %{y:.3g}<extra></extra>"}
         if what == "ratio":
             trace["error_y"] = {"type": "data", "symmetric": False, "array": hi, "arrayminus": lo, "thickness": 1}
         data.append(trace)
@@ -145,8 +149,9 @@ def trend(series: dict, runs: list[dict], flags: dict, title: str, what: str) ->
         if fx:
             data.append({"type": "scatter", "mode": "markers", "name": esc(label) + " flagged", "x": fx,
                          "y": [yy for yy, f in zip(y, mark) if f], "showlegend": False,
+                         "text": [esc(f"{f} (perfbench ab/compare): {label}") for f in mark if f],
                          "marker": {"symbol": "x", "size": 13, "color": "#b2182b"},
-                         "hovertemplate": "regression flag (perfbench ab/compare)<extra></extra>"})
+                         "hovertemplate": "%{text}<extra></extra>"})
     ytitle = "ours/ORT (95% CI)" if what == "ratio" else "median time per call (ns)"
     layout = {"title": {"text": esc(title)}, "xaxis": {"title": {"text": "run (commit)"}, "type": "category"},
               "yaxis": {"title": {"text": ytitle}, "type": "log"}, "height": 420, "margin": {"t": 60},
@@ -162,30 +167,28 @@ def roofline(cells: list[dict], peaks: list[dict], threads: int, title: str) -> 
     measured FMA peak and bandwidth by cache level."""
     pts = [c for c in cells if c["flops"] and c["bytes"] and c["ratio"] is not None and c["ours_ns"]]
     data = []
-    for side, key, sym in (("ours", "ours_ns", "circle"), ("ORT", "ort_ns", "diamond")):
-        xs = [c["flops"] / c["bytes"] for c in pts if c[key]]
-        ys = [c["flops"] / c[key] for c in pts if c[key]]  # flop/ns = GFLOP/s
-        hover = [esc(f"{short(c)} {c['dtype']}") for c in pts if c[key]]
-        data.append({"type": "scatter", "mode": "markers", "name": side, "x": xs, "y": ys, "text": hover,
-                     "marker": {"symbol": sym, "size": 8, "opacity": 0.8},
-                     "hovertemplate": "%{text}<br>%{x:.3g} flop/byte, %{y:.3g} GFLOP/s<extra>" + side + "</extra>"})
+    for dt in sorted({c["dtype"] for c in pts}):
+        for side, key, sym in (("ours", "ours_ns", "circle"), ("ORT", "ort_ns", "diamond-open")):
+            sel = [c for c in pts if c["dtype"] == dt and c[key]]
+            data.append({"type": "scatter", "mode": "markers", "name": esc(f"{side} {dt}"),
+                         "x": [c["flops"] / c["bytes"] for c in sel], "y": [c["flops"] / c[key] for c in sel],
+                         "text": [esc(short(c)) for c in sel], "marker": {"symbol": sym, "size": 8, "opacity": 0.8},
+                         "hovertemplate": "%{text}<br>%{x:.3g} flop/byte, %{y:.3g} GFLOP/s<extra>%{fullData.name}"
+                                          "</extra>"})
     ai = [c["flops"] / c["bytes"] for c in pts] or [0.1, 10.0]
     lo_x, hi_x = min(ai) / 2, max(ai) * 2
-    fma = [p for p in peaks if p["kind"] == "fma_f32"]
-    fma_t = [p for p in fma if p["threads"] == threads] or fma
-    top = max((p["value"] for p in fma_t), default=None)
+    top = max((p["value"] for p in peaks if p["kind"] == "fma_f32" and p["threads"] == threads), default=None)
     if top:
-        data.append({"type": "scatter", "mode": "lines", "name": f"FMA peak {top:.0f} GFLOP/s", "x": [lo_x, hi_x],
+        data.append({"type": "scatter", "mode": "lines", "name": f"FMA f32 peak {top:.0f} GFLOP/s", "x": [lo_x, hi_x],
                      "y": [top, top], "line": {"dash": "dash", "color": "#000"}})
     for level in ("L2", "L3", "DRAM"):
-        bw = [p for p in peaks if p["kind"] == "read" and p["level"] == level]
-        bw_t = [p for p in bw if p["threads"] == threads] or bw
-        if not bw_t:
+        bw = [p["value"] for p in peaks if p["kind"] == "read" and p["level"] == level and p["threads"] == threads]
+        if not bw:
             continue
-        gbs = max(p["value"] for p in bw_t)
-        xs = [lo_x, min(hi_x, top / gbs) if top else hi_x]
-        data.append({"type": "scatter", "mode": "lines", "name": f"{level} {gbs:.0f} GB/s", "x": xs,
-                     "y": [gbs * x for x in xs], "line": {"dash": "dot"}})
+        gbs = max(bw)
+        x1 = max(lo_x * 1.01, min(hi_x, top / gbs)) if top else hi_x
+        data.append({"type": "scatter", "mode": "lines", "name": f"{level} read {gbs:.0f} GB/s", "x": [lo_x, x1],
+                     "y": [gbs * lo_x, gbs * x1], "line": {"dash": "dot"}})
     layout = {"title": {"text": esc(title)},
               "xaxis": {"title": {"text": "arithmetic intensity (flop/byte)"}, "type": "log"},
               "yaxis": {"title": {"text": "achieved GFLOP/s"}, "type": "log"}, "height": 460, "margin": {"t": 60}}

@@ -2,8 +2,9 @@
 pages, plus an index of host classes. plotly.js is written once into the site (assets/) and every
 page loads it by a relative path: the site works offline and from file://, no CDN.
 
-Each page records, for tests and for anyone curious, how many figures it drew and any script
-error, in `<body data-figures="N" data-errors="...">` (see `CHECK_JS`)."""
+Each page records, for tests and for anyone curious, how many figures it has, how many it drew
+(an SVG with at least one trace or heatmap), which came out empty, and every script error or
+console.error, as JSON in `<pre id="pb-check" hidden>` (see CHECK_JS and DRAW_JS)."""
 
 from __future__ import annotations
 
@@ -35,18 +36,25 @@ window.addEventListener('error', function (e) { window.__pbErrors.push(String(e.
 </script>"""
 DRAW_JS = """<script>
 (function () {
-  var figs = window.__pbFigures || [], drawn = 0;
-  if (typeof Plotly === 'undefined') { window.__pbErrors.push('plotly.js did not load'); }
-  else { figs.forEach(function (f) {
-    try { Plotly.newPlot(f.id, f.data, f.layout, {responsive: true, displaylogo: false}); drawn++; }
-    catch (e) { window.__pbErrors.push(f.id + ': ' + e); } }); }
-  function report() {
-    var svgs = document.querySelectorAll('.js-plotly-plot .main-svg').length;
-    document.body.setAttribute('data-figures', String(drawn));
-    document.body.setAttribute('data-svgs', String(svgs));
-    document.body.setAttribute('data-errors', window.__pbErrors.join(' | '));
+  var figs = window.__pbFigures || [], empty = [];
+  window.addEventListener('unhandledrejection', function (e) { window.__pbErrors.push('rejected: ' + e.reason); });
+  function report(drawn) {
+    var out = document.getElementById('pb-check');
+    out.textContent = JSON.stringify({figures: figs.length, drawn: drawn, empty: empty, errors: window.__pbErrors});
   }
-  report(); setTimeout(report, 500);
+  if (typeof Plotly === 'undefined') { window.__pbErrors.push('plotly.js did not load'); report(0); return; }
+  var config = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ['sendChartToCloud']};
+  Promise.allSettled(figs.map(function (f) {
+    return Plotly.newPlot(f.id, f.data, f.layout, config).then(function (gd) {
+      // drawn = an SVG root and at least one trace or heatmap image in it
+      var ok = gd.querySelector('.main-svg') && gd.querySelectorAll('.trace, .hm').length > 0;
+      if (!ok) { empty.push(f.id); }
+      return ok;
+    });
+  })).then(function (res) {
+    res.forEach(function (r, i) { if (r.status === 'rejected') { window.__pbErrors.push(figs[i].id + ': ' + r.reason); } });
+    report(res.filter(function (r) { return r.status === 'fulfilled' && r.value; }).length);
+  });
 })();
 </script>"""
 
@@ -72,7 +80,17 @@ def _clean(v):
 
 
 def slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", s).strip("-").lower()[:60] or "x"
+    return re.sub(r"[^A-Za-z0-9]+", "-", str(s)).strip("-").lower()[:60] or "x"
+
+
+def host_dir(key: str) -> str:
+    """A host class's folder: readable and unique (two keys never share one)."""
+    import hashlib
+
+    return f"{slug(key)[:40]}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+MARKER = ".perfbench-dashboard"  # in a folder this command wrote: its contents may be replaced
 
 
 class Page:
@@ -91,6 +109,7 @@ class Page:
         return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(self.title)}</title>"
                 f"<style>{CSS}</style>{CHECK_JS}<script src=\"{asset_prefix}assets/plotly.min.js\"></script></head>"
                 f"<body><header>{nav}</header><main><h1>{esc(self.title)}</h1>{''.join(self.parts)}</main>"
+                f'<pre id="pb-check" hidden></pre>'
                 f"<script>window.__pbFigures = {_js(self.figs)};</script>{DRAW_JS}</body></html>")
 
 
@@ -143,7 +162,7 @@ def overview(host: dict, latest: dict) -> Page:
             c = g["counts"]
             f1 = "-" if g["fast_1"] is None else f"{100 * g['fast_1']:.0f}%"
             rows.append(f"<tr><td class=l><a href=\"op-{slug(g['op'])}.html\">{esc(g['op'])}</a></td>"
-                        f"<td>{esc(g['dtype'])}</td><td>{g['threads']}</td><td>{f1}</td><td class=win>{c['win']}</td>"
+                        f"<td>{esc(g['dtype'])}</td><td>{esc(g['threads'])}</td><td>{f1}</td><td class=win>{c['win']}</td>"
                         f"<td class=loss>{c['loss']}</td><td>{c['undecided']}</td><td>{c['fail']}</td><td>{c['n/a']}</td>"
                         f"<td>{_fmt_ratio(g['geomean'])}</td><td>{tickets[(g['op'], g['dtype'], g['threads'])]}</td></tr>")
         p.add("<table>" + "".join(rows) + "</table>")
@@ -179,10 +198,13 @@ def trends_page(host: dict, runs: list[dict]) -> Page:
     p = Page("Trends: ours/ORT and times across runs")
     p.add('<p class="note">Each line is one case; error bars are the ratio\'s 95% CI; a red × marks a regression '
           "flag from <code>perfbench ab</code>/<code>compare</code> on that run.</p>")
-    flags: dict = defaultdict(dict)  # (op, dtype, threads) -> {(run id, case id): verdict}
-    for head, rows in host["flags"].items():
+    # flags by (op, dtype, threads) -> {(commit, cell): verdict}: a comparison's head is matched to
+    # the history runs of its commit (an `ab` head is not itself a history run)
+    flags: dict = defaultdict(dict)
+    for sha, rows in host["flags"].items():
         for f in rows:
-            flags[(f["case_id"].split(".", 1)[0], f["dtype"], f["threads"])][(head, f["case_id"])] = f["verdict"]
+            cell = (f["case_id"], f["dtype"], f["threads"], f["cache"], f["spin"], f.get("device", "cpu"))
+            flags[(f["case_id"].split(".", 1)[0], f["dtype"], f["threads"])][(sha, cell)] = f["verdict"]
     for sname in sorted({r["suite"] for r in runs}):
         rs = [r for r in runs if r["suite"] == sname]
         per: dict = defaultdict(lambda: defaultdict(dict))
@@ -193,18 +215,24 @@ def trends_page(host: dict, runs: list[dict]) -> Page:
                 if c["numerics_only"]:
                     continue
                 key = (c["op"], c["dtype"], c["threads"])
-                label = short(c) + ("" if c["cache"] == "warm" else f" cache {c['cache']}")
-                label_of[c["case_id"]] = label
+                label = short(c) + "".join(x for x in (f" cache {c['cache']}" if c["cache"] != "warm" else "",
+                                                       f" spin {c['spin']}" if c["spin"] != "off" else "",
+                                                       f" {c['device']}" if c["device"] != "cpu" else ""))
+                label_of[(c["case_id"], c["dtype"], c["threads"], c["cache"], c["spin"], c["device"])] = label
                 if c["ratio"] is not None:
                     per[key][label][r["id"]] = (c["ratio"], c["lo"], c["hi"])
                 if c["ours_ns"]:
                     times[key][f"ours {label}"][r["id"]] = (c["ours_ns"], None, None)
                 if c["ort_ns"]:
                     times[key][f"ORT {label}"][r["id"]] = (c["ort_ns"], None, None)
+        sha_runs = defaultdict(list)
+        for r in rs:
+            sha_runs[r["git_sha"]].append(r["id"])
         p.add(f"<h2>Suite {esc(sname)} ({len(rs)} runs)</h2>")
         for key in sorted(per):
             op, dt, th = key
-            fl = {(rid, label_of[cid]): v for (rid, cid), v in flags[key].items() if cid in label_of}
+            fl = {(rid, label_of[cell]): v for (sha, cell), v in flags[key].items() if cell in label_of
+                  for rid in sha_runs.get(sha, [])}
             p.figure(fig.trend(per[key], rs, fl, f"{op} {dt}, {th} thread(s): ours/ORT per run", "ratio"))
             p.figure(fig.trend(times[key], rs, {}, f"{op} {dt}, {th} thread(s): median time per call", "time"))
     return p
@@ -237,8 +265,8 @@ def tickets_page(host: dict, ops: list[str]) -> Page:
     for t in ts:
         link = f'<a href="op-{slug(t["op"])}.html">{esc(t["op"])}</a>' if t["op"] in ops else esc(t["op"])
         prio = fmt_ns(t["priority"]) + "/call" if t["kind"] == "loss" else "-"
-        rows.append(f"<tr><td>{t['id']}</td><td class=l>{esc(t['kind'])}</td><td class=l>{esc(t['title'])}</td>"
-                    f"<td>{t['cells']}</td><td>{esc(prio)}</td><td>{_fmt_ratio(t['worst_ratio'])}</td>"
+        rows.append(f"<tr><td>{esc(t['id'])}</td><td class=l>{esc(t['kind'])}</td><td class=l>{esc(t['title'])}</td>"
+                    f"<td>{esc(t['cells'])}</td><td>{esc(prio)}</td><td>{_fmt_ratio(t['worst_ratio'])}</td>"
                     f"<td class=l>{link}</td></tr>")
     if ts:
         p.add("<table>" + "".join(rows) + "</table><p class=note><code>perfbench tickets show ID</code> has each "
@@ -246,12 +274,32 @@ def tickets_page(host: dict, ops: list[str]) -> Page:
     return p
 
 
+def _prepare(out: Path) -> None:
+    """An empty or new folder, or one this command wrote before (its contents are replaced, so
+    pages of ops, runs or hosts no longer in the database do not linger); anything else is refused."""
+    from perfbench.errors import UsageError
+
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file: give -o a folder")
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).exists():
+            raise UsageError(f"{out} is not empty and was not written by `perfbench dashboard`: choose a new or "
+                             "empty folder (its contents would be replaced)")
+        for child in out.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by perfbench dashboard; the next run replaces this folder's contents\n")
+
+
 def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
     """Write the site under `out`; returns {"pages": n, "figures": n, "seconds": s, "index": path}."""
     import plotly.offline
 
     t0 = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
+    _prepare(out)
     (out / "assets").mkdir(exist_ok=True)
     js = out / "assets" / "plotly.min.js"
     js.write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
@@ -259,11 +307,8 @@ def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
     pages = figs = 0
     host_links = []
     for host in hosts:
-        hdir = out / slug(host["key"]) if multi else out
-        if multi:
-            if hdir.exists():
-                shutil.rmtree(hdir)
-            hdir.mkdir()
+        hdir = out / host_dir(host["key"]) if multi else out
+        hdir.mkdir(exist_ok=True)
         prefix = "../" if multi else ""
         latest = latest_full(host["runs"])
         ops = sorted({c["op"] for r in latest.values() for c in r["cells"]})
@@ -290,7 +335,7 @@ def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
         emit("trends.html", trends_page(host, host["runs"]))
         emit("roofline.html", roofline_page(host, latest))
         emit("tickets.html", tickets_page(host, ops))
-        host_links.append((slug(host["key"]) + "/overview.html" if multi else "overview.html", host))
+        host_links.append((host_dir(host["key"]) + "/overview.html" if multi else "overview.html", host))
     index = Page("perfbench dashboard")
     if not hosts:
         index.add("<p>The database has no runs yet: <code>perfbench run --suite attention</code>.</p>")

@@ -1,11 +1,13 @@
 """Load a page in a real headless browser (Debian's chromium) and read what it drew.
 
-Each dashboard page writes into `<body>` how many figures it drew (`data-figures`), how many
-plotly SVG roots exist (`data-svgs`) and every script error or console.error (`data-errors`).
-`check(path)` loads the page from file://, lets its scripts run, and returns those."""
+Each dashboard page writes a JSON self-check into `<pre id="pb-check">` once every figure has
+settled (see perfbench/dashboard/site.py). `check(path)` loads the page from file://, lets its
+scripts run, and returns it."""
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -35,16 +37,20 @@ def _run(args: list[str], timeout: float = 90) -> subprocess.CompletedProcess:
 
 
 def check(path: Path) -> dict:
-    """{"figures": int, "svgs": int, "errors": str, "dom": str} of the page at `path`."""
+    """{"figures", "drawn", "empty", "errors", "dom"} of the page at `path`: how many figures it has,
+    how many were drawn with at least one trace or heatmap in their SVG, the ids of empty ones, and
+    every script error, console.error or rejected promise the page saw."""
     r = _run(["--dump-dom", Path(path).resolve().as_uri()])
-    m = re.search(r"<body([^>]*)>", r.stdout)
+    m = re.search(r'<pre id="pb-check" hidden="">(.*?)</pre>', r.stdout, re.S)
     if not m:
-        raise AssertionError(f"the browser returned no page for {path}: {r.stderr[-800:]}")
-    attrs = dict(re.findall(r'(data-[a-z]+)="([^"]*)"', m.group(1)))
-    if "data-figures" not in attrs:
-        raise AssertionError(f"{path}: the page's own check never ran (no data-figures): scripts failed to load")
-    return {"figures": int(attrs["data-figures"]), "svgs": int(attrs.get("data-svgs", "0")),
-            "errors": attrs.get("data-errors", ""), "dom": r.stdout}
+        raise AssertionError(f"{path}: no self-check result: the browser returned no page or the page's scripts "
+                             f"never finished ({r.stderr[-600:]})")
+    if not m.group(1).strip():
+        raise AssertionError(f"{path}: the page's drawing never finished within the virtual time budget")
+    got = json.loads(html.unescape(m.group(1)))
+    got["errors"] = " | ".join(str(e) for e in got["errors"])
+    got["dom"] = r.stdout
+    return got
 
 
 def screenshot(path: Path, png: Path, width: int = 1400, height: int = 1600) -> Path:

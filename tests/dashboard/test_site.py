@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from perfbench.store import models as m
+from perfbench.store import repo
 from perfbench.store.db import Store
 from perfbench.tickets import lifecycle
 from tests.conftest import ROOT, perfbench_cmd
@@ -42,8 +43,28 @@ def site(store, env, tmp_path, cli_env):  # noqa: F811
             lifecycle.update(s, rid)
         bad = add_run(s, env, minutes=50, invalidated=True, invalidated_why="test")
         add_cells(s, bad, {(14, 512): 9.0})
-        # a stored comparison flagging one cell on run 2
-        cmp_ = m.Comparison(kind="ab", base_run_id=1, head_run_id=2, host_class_id=env.hc_id, base_ref="a",
+        # work and peaks for the roofline; an n/a cell (ours below resolution), a substituted ORT dtype,
+        # an ort-discrepancy and a hostile case name in the latest run
+        for c in s.query(m.Cell).all():
+            n = c.case.params["keys"] * c.case.params["heads"]
+            c.flops, c.bytes_moved = 5.0 * n, 8.0 * n
+        latest = s.query(m.Run).filter(m.Run.id == 3).one()
+        cells = {(c.case.params["heads"], c.case.params["keys"]): c for c in latest.cells}
+        cells[(14, 512)].verdict, cells[(14, 512)].ratio = "n/a", None
+        cells[(14, 512)].side("ours").status = "below-resolution"
+        cells[(14, 1024)].side("ort").path, cells[(14, 1024)].side("ort").dtype = "substituted", "f32"
+        cells[(14, 4096)].side("ort").status = "ort-discrepancy"
+        hostile = repo.ensure_case(s, "Softmax.<script>x</script>", "Softmax",
+                                   {"batch": 1, "heads": 99, "queries": 1, "keys": 128}, "t0")
+        cells[(32, 128)].case_pk = hostile.id
+        host = s.query(m.Host).first()
+        for kind, level, value, unit in (("fma_f32", None, 90.0, "GFLOP/s"), ("read", "L2", 80.0, "GB/s"),
+                                         ("read", "DRAM", 13.0, "GB/s")):
+            s.add(m.Peak(host_id=host.id, build_id=1, batch="b1", kind=kind, threads=1, level=level, value=value,
+                         unit=unit, measured_at=T0))
+        # an `ab` comparison (its head is an ab-head run of run 2's commit) flagging one cell
+        head = add_run(s, env, minutes=21, origin="ab-head", sha=f"{1:040d}")
+        cmp_ = m.Comparison(kind="ab", base_run_id=1, head_run_id=head, host_class_id=env.hc_id, base_ref="a",
                             head_ref="b", summary={}, exit_code=1, document={}, created_at=T0)
         cmp_.rows.append(m.ComparisonRow(case_id="Softmax.batch=1.heads=32.queries=1.keys=4096", op="Softmax",
                                          dtype="f32", threads=1, device="cpu", cache="warm", spin="off",
@@ -68,7 +89,9 @@ def test_every_page_loads_from_file_with_no_errors_and_draws_every_figure(site):
         want = len(re.findall(r'<div class="fig" id="fig\d+"></div>', text))
         got = browser.check(page)
         assert got["errors"] == "", (page.name, got["errors"])
-        assert got["figures"] == want and got["svgs"] >= want, (page.name, got)
+        assert got["figures"] == want == got["drawn"] and got["empty"] == [], (page.name, got["empty"])
+        if page.name not in ("index.html", "tickets.html"):  # tables only
+            assert want > 0, page.name
     for name in ("overview", "op-softmax", "trends"):
         png = browser.screenshot(site / f"{name}.html", ARTIFACTS / f"{name}.png")
         assert png.stat().st_size > 20_000
@@ -79,10 +102,14 @@ def test_the_check_fails_on_a_broken_page(site, tmp_path):
     shutil.copytree(site, broken)
     (broken / "assets" / "plotly.min.js").unlink()  # the script the figures need is missing
     got = browser.check(broken / "overview.html")
-    assert "plotly.js did not load" in got["errors"] and got["figures"] == 0
+    assert "plotly.js did not load" in got["errors"] and got["drawn"] == 0
+    shutil.copy(site / "assets" / "plotly.min.js", broken / "assets" / "plotly.min.js")
+    page = broken / "roofline.html"  # a figure with no traces: drawn, but empty
+    page.write_text(re.sub(r'"data":\[.*?\],"layout"', '"data":[],"layout"', page.read_text(), count=1))
+    got = browser.check(page)
+    assert got["empty"] == ["fig0"] and got["drawn"] == got["figures"] - 1
     page = broken / "tickets.html"  # a script error on the page
     page.write_text(page.read_text().replace("<main>", "<main><script>undefinedFunction()</script>"))
-    shutil.copy(site / "assets" / "plotly.min.js", broken / "assets" / "plotly.min.js")
     assert "undefinedFunction" in browser.check(page)["errors"]
 
 
@@ -90,24 +117,48 @@ def test_strings_from_the_database_render_as_text(site):
     overview = (site / "overview.html").read_text()
     assert HOSTILE not in overview and "&lt;img src=x" in overview
     for page in site.glob("*.html"):
-        assert '<script>document.title="pwned"' not in page.read_text()
-    got = browser.check(site / "overview.html")
-    assert "<title>pwned</title>" not in got["dom"] and '<img src="x"' not in got["dom"]
+        text = page.read_text()
+        assert '<script>document.title="pwned"' not in text and "<script>x</script>" not in text
+    soft = (site / "op-softmax.html").read_text()
+    assert "Softmax.\\u0026lt;script\\u0026gt;x\\u0026lt;/script\\u0026gt;" in soft  # hover text: escaped twice
+    for name in ("overview.html", "op-softmax.html", "trends.html"):
+        got = browser.check(site / name)
+        assert "<title>pwned</title>" not in got["dom"] and '<img src="x"' not in got["dom"]
+        assert "<script>x</script>" not in got["dom"]
 
 
 def test_what_the_pages_show(site):
     overview = (site / "overview.html").read_text()
-    # the latest run (3) with its commit; one failing cell of 8, fast_1 7/8 (the loss at 1.3x is slow)
+    # the latest run (3) with its commit: 8 cells, 1 fail, 1 n/a (not due), 1 loss: fast_1 = 5/7
     assert "latest: run 3" in overview and "0000000000" in overview
-    assert re.search(r"<td>f32</td><td>1</td><td>75%</td><td class=win>6</td><td class=loss>1</td>"
-                     r"<td>0</td><td>1</td><td>0</td>", overview)
+    assert re.search(r"<td>f32</td><td>1</td><td>71%</td><td class=win>5</td><td class=loss>1</td>"
+                     r"<td>0</td><td>1</td><td>1</td>", overview)
     tickets = (site / "tickets.html").read_text()
     assert "wrong-answer" in tickets and "op-softmax.html" in tickets
     soft = (site / "op-softmax.html").read_text()
     assert "FAIL" in soft and "keys" in soft  # a failing cell is marked, never a colour of a win
+    assert '"n/a"' in soft and "1.25\u2020" not in soft  # below resolution is n/a, not FAIL
+    assert "\u2020" in soft or "†" in soft  # substituted ORT dtype marked
+    assert "\u2021" in soft or "‡" in soft  # ort-discrepancy marked
+    roof = (site / "roofline.html").read_text()
+    assert "FMA f32 peak 90 GFLOP/s" in roof and "L2 read 80 GB/s" in roof and '"name":"ours f32"' in roof
     assert (site / "op-softmax-run2.html").exists() and "op-softmax-run2.html" in soft  # run selector
     trends = (site / "trends.html").read_text()
     flagged = re.findall(r'"name":"([^"]*) flagged","x":\["run 2[^"]*"\]', trends)
     assert flagged == ["heads=32 queries=1 keys=4096"]  # only the flagged case, only on its run
     # the invalidated run is left out everywhere
     assert not any("run 4 " in p.read_text() or "run4" in p.name for p in site.glob("*.html"))
+
+
+def test_the_output_folder_is_ours_or_empty(site, tmp_path, cli_env, store):
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    r = subprocess.run(perfbench_cmd() + ["dashboard", "-o", str(other), "--db", store.url], env=cli_env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "not written by `perfbench dashboard`" in r.stderr
+    assert (other / "notes.txt").read_text() == "keep me"
+    (site / "op-gone.html").write_text("a page of an op no longer in the database")
+    r = subprocess.run(perfbench_cmd() + ["dashboard", "-o", str(site), "--db", store.url], env=cli_env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and not (site / "op-gone.html").exists() and (site / "overview.html").exists()
