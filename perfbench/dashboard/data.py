@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from sqlalchemy import select
-from sqlalchemy.orm import selectinload
+from sqlalchemy.orm import defer, selectinload
 
 from perfbench.compare import views
 from perfbench.store import models as m
@@ -68,9 +68,10 @@ def load(s, host_class: str | None = None, suite: str | None = None, max_runs: i
                                                              m.Ticket.state == "open"))]
         flags: dict = defaultdict(list)  # head commit -> flagged rows (an `ab` head is not a history run)
         cmps = s.scalars(select(m.Comparison).where(m.Comparison.host_class_id == hc.id)
-                         .options(selectinload(m.Comparison.rows))).all()
+                         .options(selectinload(m.Comparison.rows), defer(m.Comparison.document))).all()
+        # a dirty head (an `ab` of the working tree) is not the code of any commit: not matched
         heads = {r.id: r.git_sha for r in s.scalars(select(m.Run).where(
-            m.Run.id.in_([c.head_run_id for c in cmps if c.head_run_id is not None])))}
+            m.Run.id.in_([c.head_run_id for c in cmps if c.head_run_id is not None]))) if not r.dirty}
         for cmp_ in cmps:
             sha = heads.get(cmp_.head_run_id)
             for row in cmp_.rows:

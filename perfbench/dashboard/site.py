@@ -27,7 +27,7 @@ main{padding:14px 18px}table{border-collapse:collapse;margin:8px 0 18px}td,th{bo
 font-size:13px;text-align:right}th{background:#f3f4f6}td.l,th.l{text-align:left}.win{color:#2166ac}.loss{color:#b2182b}
 .note{color:#555;font-size:13px}.fig{margin-bottom:18px}select{margin-left:6px}"""
 
-# counts rendered figures and collects script errors into <body data-*> (read by the browser test)
+# collects script errors and console.error calls for the page's self-check (DRAW_JS)
 CHECK_JS = """<script>
 window.__pbErrors = [];
 window.addEventListener('error', function (e) { window.__pbErrors.push(String(e.message || e)); });
@@ -45,7 +45,8 @@ DRAW_JS = """<script>
   if (typeof Plotly === 'undefined') { window.__pbErrors.push('plotly.js did not load'); report(0); return; }
   var config = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ['sendChartToCloud']};
   Promise.allSettled(figs.map(function (f) {
-    return Plotly.newPlot(f.id, f.data, f.layout, config).then(function (gd) {
+    // a synchronous throw inside newPlot becomes this figure's rejection, not the end of the check
+    return new Promise(function (ok) { ok(Plotly.newPlot(f.id, f.data, f.layout, config)); }).then(function (gd) {
       // drawn = an SVG root and at least one trace or heatmap image in it
       var ok = gd.querySelector('.main-svg') && gd.querySelectorAll('.trace, .hm').length > 0;
       if (!ok) { empty.push(f.id); }
@@ -274,24 +275,34 @@ def tickets_page(host: dict, ops: list[str]) -> Page:
     return p
 
 
-def _prepare(out: Path) -> None:
-    """An empty or new folder, or one this command wrote before (its contents are replaced, so
-    pages of ops, runs or hosts no longer in the database do not linger); anything else is refused."""
+def _prepare(out: Path) -> list:
+    """A new or empty folder, or one this command wrote before: then the files and folders it
+    listed in the marker are removed (so pages of ops, runs or hosts no longer in the database do
+    not linger) and nothing else is touched (.git, CNAME, your own files). Anything else is refused.
+    Returns the list to fill with what this run writes."""
     from perfbench.errors import UsageError
 
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file: give -o a folder")
+    marker = out / MARKER
     if out.exists() and any(out.iterdir()):
-        if not (out / MARKER).exists():
-            raise UsageError(f"{out} is not empty and was not written by `perfbench dashboard`: choose a new or "
-                             "empty folder (its contents would be replaced)")
-        for child in out.iterdir():
-            if child.is_dir():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
+        if not marker.exists():
+            raise UsageError(f"{out} is not empty and has no {MARKER} file (what `perfbench dashboard` leaves in a "
+                             "folder it wrote): choose a new or empty folder")
+        try:
+            listed = json.loads(marker.read_text()).get("written", [])
+        except (ValueError, AttributeError):
+            listed = []
+        for rel in listed:
+            target = out / rel
+            if ".." in Path(rel).parts or target.is_symlink():
+                continue
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            elif target.is_file():
+                target.unlink()
     out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text("written by perfbench dashboard; the next run replaces this folder's contents\n")
+    return []
 
 
 def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
@@ -299,8 +310,9 @@ def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
     import plotly.offline
 
     t0 = time.perf_counter()
-    _prepare(out)
+    written = _prepare(out)
     (out / "assets").mkdir(exist_ok=True)
+    written.append("assets")
     js = out / "assets" / "plotly.min.js"
     js.write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
     multi = len(hosts) > 1
@@ -309,6 +321,8 @@ def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
     for host in hosts:
         hdir = out / host_dir(host["key"]) if multi else out
         hdir.mkdir(exist_ok=True)
+        if multi:
+            written.append(hdir.name)
         prefix = "../" if multi else ""
         latest = latest_full(host["runs"])
         ops = sorted({c["op"] for r in latest.values() for c in r["cells"]})
@@ -316,6 +330,8 @@ def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
         def emit(name: str, page: Page, hdir=hdir, host=host, ops=ops, prefix=prefix) -> None:
             nonlocal pages, figs
             (hdir / name).write_text(page.render(_nav(host, name, ops, multi), prefix), encoding="utf-8")
+            if not multi:
+                written.append(name)
             pages += 1
             figs += len(page.figs)
 
@@ -345,5 +361,8 @@ def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
         index.add(f'<p><a href="{href}">{esc(host["key"])}</a> — {len(host["runs"])} runs; latest {runs or "none"}; '
                   f"{len(host['tickets'])} open tickets</p>")
     (out / "index.html").write_text(index.render("", ""), encoding="utf-8")
+    written.append("index.html")
+    (out / MARKER).write_text(json.dumps({"written_by": "perfbench dashboard", "written": sorted(set(written))},
+                                         indent=1) + "\n")
     pages += 1
     return {"pages": pages, "figures": figs, "seconds": time.perf_counter() - t0, "index": str(out / "index.html")}

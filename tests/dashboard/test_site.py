@@ -5,6 +5,7 @@ rendered as text."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -66,6 +67,13 @@ def site(store, env, tmp_path, cli_env):  # noqa: F811
         head = add_run(s, env, minutes=21, origin="ab-head", sha=f"{1:040d}")
         cmp_ = m.Comparison(kind="ab", base_run_id=1, head_run_id=head, host_class_id=env.hc_id, base_ref="a",
                             head_ref="b", summary={}, exit_code=1, document={}, created_at=T0)
+        dirty = add_run(s, env, minutes=31, origin="ab-head", sha=f"{2:040d}", dirty=True)
+        cmp2 = m.Comparison(kind="ab", base_run_id=3, head_run_id=dirty, host_class_id=env.hc_id, base_ref="HEAD",
+                            head_ref="worktree", summary={}, exit_code=1, document={}, created_at=T0)
+        cmp2.rows.append(m.ComparisonRow(case_id="Softmax.batch=1.heads=32.queries=1.keys=1024", op="Softmax",
+                                         dtype="f32", threads=1, device="cpu", cache="warm", spin="off",
+                                         verdict="regression"))
+        s.add(cmp2)
         cmp_.rows.append(m.ComparisonRow(case_id="Softmax.batch=1.heads=32.queries=1.keys=4096", op="Softmax",
                                          dtype="f32", threads=1, device="cpu", cache="warm", spin="off",
                                          verdict="regression"))
@@ -156,9 +164,15 @@ def test_the_output_folder_is_ours_or_empty(site, tmp_path, cli_env, store):
     (other / "notes.txt").write_text("keep me")
     r = subprocess.run(perfbench_cmd() + ["dashboard", "-o", str(other), "--db", store.url], env=cli_env,
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "not written by `perfbench dashboard`" in r.stderr
+    assert r.returncode == 2 and "has no .perfbench-dashboard file" in r.stderr
     assert (other / "notes.txt").read_text() == "keep me"
+    # a page this command wrote, for an op no longer in the database, goes; a file of yours stays
     (site / "op-gone.html").write_text("a page of an op no longer in the database")
+    marker = site / ".perfbench-dashboard"
+    listed = json.loads(marker.read_text())
+    marker.write_text(json.dumps({**listed, "written": listed["written"] + ["op-gone.html"]}))
+    (site / "CNAME").write_text("example.org")
     r = subprocess.run(perfbench_cmd() + ["dashboard", "-o", str(site), "--db", store.url], env=cli_env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and not (site / "op-gone.html").exists() and (site / "overview.html").exists()
+    assert (site / "CNAME").read_text() == "example.org"
