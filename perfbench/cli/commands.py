@@ -540,3 +540,41 @@ def build(force):
     click.echo(f"{info.path}\n  build id {info.build_id}, sources {info.source_hash[:12]}, {info.compiler_version}\n"
                f"  ISA paths compiled: {', '.join(info.isa_compiled)}; this CPU runs: {', '.join(lib.isa_supported)}; "
                f"active: {lib.isa_active}")
+
+
+@cli.command()
+@click.argument("ref")
+@click.option("--filter", "filters", multiple=True, required=True, metavar="TERMS",
+              help="Terms selecting exactly one cell of the run (repeatable = OR), e.g. \"op=Softmax keys=4096 dtype=f32 threads=1\".")
+@click.option("-o", "--output", "out", required=True, metavar="DIR", help="A new (or empty) folder to write.")
+@click.option("--suite", help="Suite for `latest`-style references (default: any).")
+@click.option("--db", metavar="URL", help=DB_HELP)
+def repro(ref, filters, out, suite, db):
+    """Write one measured cell of run REF as a single-node ONNX model plus test data, to hand a
+    failing or losing cell to someone: DIR/model.onnx, DIR/test_data_set_0/input_K.pb (the exact
+    bytes measured) and output_K.pb (the float64 oracle in the cell's dtype), DIR/cell.json (the
+    cell key, verdict, ratio, tolerances). The filter must select exactly one cell.
+
+    \b
+    Example:
+      perfbench repro latest --suite attention --filter "op=Softmax heads=32 queries=128 keys=512 dtype=f32 threads=1" -o softmax-cell/
+    """
+    from pathlib import Path
+
+    from perfbench import filters as filt
+    from perfbench import repro as repro_mod
+    from perfbench.store import repo
+    from perfbench.store.db import Store
+
+    flts = [filt.parse(f) for f in filters]
+    store = Store(db)
+    with store.session() as s:
+        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=_host_class_id(s, ref, None))
+        cell = repro_mod.find_cell(s, rid, flts)
+        res = repro_mod.write(cell, Path(out))
+    info = res["info"]
+    ratio = f", ours/ORT {info['ratio']:.3f}" if info["ratio"] else ""
+    click.echo(f"wrote {res['model']} and test_data_set_0/ ({res['inputs']} inputs, {res['outputs']} expected "
+               f"outputs) for {info['case_id']} {info['dtype']} threads={info['threads']} of run {info['run']} "
+               f"({info['verdict']}{ratio})")
+    return 0

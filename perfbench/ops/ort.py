@@ -21,21 +21,28 @@ IR_VERSION = 11
 _INT_TYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32}
 
 
-def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1) -> bytes:
+def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_names: bool = False) -> bytes:
     """`copies` identical nodes, every output a graph output (so ORT's common-subexpression
     elimination cannot merge them) and every copy reading its own graph inputs (so ORT cannot
     share the Casts it inserts around an op between copies: each copy pays its own). Input i of
-    copy k is `<name>__k`, output j is `<name>__k`; Bound binds all copies to the same buffers."""
+    copy k is `<name>__k`, output j is `<name>__k`; Bound binds all copies to the same buffers.
+    `plain_names` (one copy only): the spec's own names, for a model handed to people."""
     def elem(t):
         return dtype.onnx if t == "float" else _INT_TYPES[t]
 
+    if plain_names and copies != 1:
+        raise ValueError("plain_names needs copies == 1")
+
+    def nm(n, k):
+        return n if plain_names else f"{n}__{k}"
+
     g_inputs, nodes, g_outputs = [], [], []
     for k in range(copies):
-        g_inputs += [helper.make_tensor_value_info(f"{n}__{k}", elem(t), list(shape))
+        g_inputs += [helper.make_tensor_value_info(nm(n, k), elem(t), list(shape))
                      for n, t, shape in spec.inputs if n]
-        outs = [f"{n}__{k}" for n, _ in spec.outputs]
+        outs = [nm(n, k) for n, _ in spec.outputs]
         nodes.append(
-            helper.make_node(spec.op_type, [f"{n}__{k}" if n else "" for n, _, _ in spec.inputs], outs,
+            helper.make_node(spec.op_type, [nm(n, k) if n else "" for n, _, _ in spec.inputs], outs,
                              name=f"node{k}", domain=spec.domain or None, **spec.attrs)
         )
         g_outputs += [helper.make_tensor_value_info(o, dtype.onnx, list(shape))

@@ -247,7 +247,7 @@ def test_mutants_reports_a_hole_in_the_gate(env):
     assert "rejected in 0/2 cells" in r.stdout or "rejected in 0/1 cells" in r.stdout
 
 
-@pytest.mark.parametrize("command", ["run", "list", "show", "runs", "peaks", "selfcheck", "build", "mutants", "tickets",
+@pytest.mark.parametrize("command", ["run", "list", "show", "runs", "peaks", "selfcheck", "build", "mutants", "tickets", "repro",
                                      "score"])
 def test_help_teaches(env, command):
     r = pb(env, command, "--help")

@@ -1,0 +1,94 @@
+"""`perfbench repro RUN --filter F -o DIR`: one stored cell as a single-node model plus ONNX test
+data (the exact input bytes, the oracle's outputs), checked with onnx's checker and a real ORT
+session; and its errors (no match, several matches, a folder with files)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, numpy_helper
+
+from perfbench import dtypes, ops
+from perfbench.store.db import Store
+from tests.conftest import perfbench_cmd
+from tests.store.test_store import add_run, env  # noqa: F401  (fixture)
+from tests.tickets.test_lifecycle import add_cells
+
+
+@pytest.fixture()
+def store(db_url):
+    st = Store(db_url)
+    yield st
+    st.dispose()
+
+
+@pytest.fixture()
+def db(store, env):  # noqa: F811
+    with store.session() as s:
+        rid = add_run(s, env, minutes=5)
+        add_cells(s, rid, {(32, 4096): 1.4})
+        bf = add_run(s, env, minutes=6)
+        add_cells(s, bf, {}, heads=(14,), keys=(128,))
+        from perfbench.store import models as m
+        for c in s.query(m.Cell).filter(m.Cell.run_id == bf):
+            c.dtype = "bf16"
+    return store.url
+
+
+def pb(cli_env, db, *args):
+    return subprocess.run(perfbench_cmd() + ["repro", *args, "--db", db], env=cli_env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def load(d):
+    ins = [onnx.load_tensor(p) for p in sorted(glob.glob(f"{d}/test_data_set_0/input_*.pb"))]
+    outs = [onnx.load_tensor(p) for p in sorted(glob.glob(f"{d}/test_data_set_0/output_*.pb"))]
+    return onnx.load(f"{d}/model.onnx"), ins, outs
+
+
+def test_a_cell_becomes_a_model_ort_runs_to_the_expected_outputs(db, cli_env, tmp_path):
+    out = tmp_path / "cell"
+    r = pb(cli_env, db, "1", "--filter", "op=Softmax heads=32 keys=4096", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "Softmax.batch=1.heads=32.queries=1.keys=4096 f32 threads=1 of run 1 (loss, ours/ORT 1.40" in r.stdout
+    model, ins, outs = load(out)
+    onnx.checker.check_model(model)
+    assert [n.op_type for n in model.graph.node] == ["Softmax"] and [i.name for i in model.graph.input] == ["x"]
+    # the exact bytes the run measured: the op's generator with the cell's seed
+    op = ops.get("Softmax")
+    case = op.make_case({"batch": 1, "heads": 32, "queries": 1, "keys": 4096})
+    want = op.make_inputs(case, dtypes.get("f32"), np.random.default_rng(1))["x"]
+    assert np.array_equal(numpy_helper.to_array(ins[0]), want)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {"x": numpy_helper.to_array(ins[0])})[0]
+    np.testing.assert_allclose(got, numpy_helper.to_array(outs[0]), rtol=1e-5, atol=1e-7)
+    info = json.loads((out / "cell.json").read_text())
+    assert info["verdict"] == "loss" and info["seed"] == 1 and info["node"]["op_type"] == "Softmax"
+
+
+def test_bf16_cells_keep_their_dtype(db, cli_env, tmp_path):
+    out = tmp_path / "bf"
+    r = pb(cli_env, db, "2", "--filter", "op=Softmax heads=14 keys=128", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    model, ins, outs = load(out)
+    assert model.graph.input[0].type.tensor_type.elem_type == TensorProto.BFLOAT16
+    assert ins[0].data_type == TensorProto.BFLOAT16 and outs[0].data_type == TensorProto.BFLOAT16
+
+
+def test_errors_are_clear_and_nothing_is_overwritten(db, cli_env, tmp_path):
+    r = pb(cli_env, db, "1", "--filter", "op=Softmax keys=999", "-o", str(tmp_path / "a"))
+    assert r.returncode == 2 and "no cell of run 1 matches" in r.stderr
+    r = pb(cli_env, db, "1", "--filter", "op=Softmax", "-o", str(tmp_path / "b"))
+    assert r.returncode == 2 and "8 cells of run 1 match" in r.stderr and "Softmax.batch=1.heads=14" in r.stderr
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    r = pb(cli_env, db, "1", "--filter", "op=Softmax heads=32 keys=4096", "-o", str(full))
+    assert r.returncode == 2 and "not an empty folder" in r.stderr and (full / "keep.txt").read_text() == "mine"
+    assert not (full / "model.onnx").exists()
