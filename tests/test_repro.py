@@ -15,9 +15,11 @@ import pytest
 from onnx import TensorProto, numpy_helper
 
 from perfbench import dtypes, ops
+from perfbench.store import models as m
+from perfbench.store import repo
 from perfbench.store.db import Store
 from tests.conftest import perfbench_cmd
-from tests.store.test_store import add_run, env  # noqa: F401  (fixture)
+from tests.store.test_store import T0, add_run, env  # noqa: F401  (fixture)
 from tests.tickets.test_lifecycle import add_cells
 
 
@@ -35,9 +37,26 @@ def db(store, env):  # noqa: F811
         add_cells(s, rid, {(32, 4096): 1.4})
         bf = add_run(s, env, minutes=6)
         add_cells(s, bf, {}, heads=(14,), keys=(128,))
-        from perfbench.store import models as m
         for c in s.query(m.Cell).filter(m.Cell.run_id == bf):
             c.dtype = "bf16"
+            c.side("ort").dtype = "f32"  # ORT has no bf16 Softmax: the run compared with f32
+        # a GroupQueryAttention decode cell with a shared KV cache (present bound as past)
+        gqa = {"batch": 1, "seq": 1, "heads": 4, "kv_heads": 2, "head_size": 64, "past": 16, "kv": "shared",
+               "rotary": 0, "interleaved": 0, "ragged": 0}
+        case = repo.ensure_case(s, "GroupQueryAttention" + "".join(f".{k}={v}" for k, v in gqa.items()),
+                                "GroupQueryAttention", gqa, "x")
+        c = m.Cell(run_id=rid, case_pk=case.id, dtype="f32", threads=1, device="cpu", cache="warm", spin="off",
+                   timing_hash="x", numerics_hash="n", seed=1, verdict="win", measured_at=T0)
+        c.measurements.append(m.Measurement(impl="ours", status="ok", dtype="f32"))
+        c.measurements.append(m.Measurement(impl="ort", status="ok", dtype="f32", path="kernel"))
+        s.add(c)
+        s.flush()
+        # the timing definition the op computes now (the synthetic cells carry a placeholder)
+        for c in s.query(m.Cell).all():
+            op = ops.get(c.case.op)
+            c.timing_hash = op.timing_definition(op.make_case(dict(c.case.params)), c.dtype, c.side("ort").dtype)
+        stale = add_run(s, env, minutes=7)
+        add_cells(s, stale, {}, heads=(14,), keys=(128,), th="an-older-definition")
     return store.url
 
 
@@ -79,6 +98,22 @@ def test_bf16_cells_keep_their_dtype(db, cli_env, tmp_path):
     model, ins, outs = load(out)
     assert model.graph.input[0].type.tensor_type.elem_type == TensorProto.BFLOAT16
     assert ins[0].data_type == TensorProto.BFLOAT16 and outs[0].data_type == TensorProto.BFLOAT16
+    note = json.loads((out / "cell.json").read_text())["ort_dtype_note"]
+    assert "converted to f32" in note
+
+
+def test_a_shared_kv_cache_is_recorded_and_the_model_runs(db, cli_env, tmp_path):
+    out = tmp_path / "gqa"
+    r = pb(cli_env, db, "1", "--filter", "op=GroupQueryAttention kv=shared", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    info = json.loads((out / "cell.json").read_text())
+    assert info["node"]["aliases"] == {"present_key": "past_key", "present_value": "past_value"}
+    model, ins, outs = load(out)
+    onnx.checker.check_model(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feed = {i.name: numpy_helper.to_array(t) for i, t in zip(sess.get_inputs(), ins)}
+    got = sess.run(None, feed)
+    np.testing.assert_allclose(got[0], numpy_helper.to_array(outs[0]), rtol=1e-4, atol=1e-5)  # the attention output
 
 
 def test_errors_are_clear_and_nothing_is_overwritten(db, cli_env, tmp_path):
@@ -92,3 +127,11 @@ def test_errors_are_clear_and_nothing_is_overwritten(db, cli_env, tmp_path):
     r = pb(cli_env, db, "1", "--filter", "op=Softmax heads=32 keys=4096", "-o", str(full))
     assert r.returncode == 2 and "not an empty folder" in r.stderr and (full / "keep.txt").read_text() == "mine"
     assert not (full / "model.onnx").exists()
+
+
+def test_a_changed_definition_and_a_typo_are_refused(db, cli_env, tmp_path):
+    r = pb(cli_env, db, "3", "--filter", "op=Softmax", "-o", str(tmp_path / "stale"))
+    assert r.returncode == 2 and "definition" in r.stderr and "changed since run 3" in r.stderr
+    assert not (tmp_path / "stale").exists()  # nothing half-written
+    r = pb(cli_env, db, "1", "--filter", "op=Softmax key=4096", "-o", str(tmp_path / "typo"))
+    assert r.returncode == 2 and "did you mean 'keys'" in r.stderr

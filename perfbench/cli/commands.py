@@ -548,12 +548,15 @@ def build(force):
               help="Terms selecting exactly one cell of the run (repeatable = OR), e.g. \"op=Softmax keys=4096 dtype=f32 threads=1\".")
 @click.option("-o", "--output", "out", required=True, metavar="DIR", help="A new (or empty) folder to write.")
 @click.option("--suite", help="Suite for `latest`-style references (default: any).")
+@click.option("--host-class", "host_class", metavar="KEY", help="Host class for `latest`-style references.")
 @click.option("--db", metavar="URL", help=DB_HELP)
-def repro(ref, filters, out, suite, db):
+def repro(ref, filters, out, suite, host_class, db):
     """Write one measured cell of run REF as a single-node ONNX model plus test data, to hand a
     failing or losing cell to someone: DIR/model.onnx, DIR/test_data_set_0/input_K.pb (the exact
     bytes measured) and output_K.pb (the float64 oracle in the cell's dtype), DIR/cell.json (the
-    cell key, verdict, ratio, tolerances). The filter must select exactly one cell.
+    cell key, verdict, ratio, tolerances, the dtype ORT ran, outputs sharing an input's buffer).
+    The filter must select exactly one cell. Replay with any ONNX runtime (`perfbench node`,
+    which runs our kernel on it, is planned).
 
     \b
     Example:
@@ -569,7 +572,7 @@ def repro(ref, filters, out, suite, db):
     flts = [filt.parse(f) for f in filters]
     store = Store(db)
     with store.session() as s:
-        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=_host_class_id(s, ref, None))
+        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=_host_class_id(s, ref, host_class))
         cell = repro_mod.find_cell(s, rid, flts)
         res = repro_mod.write(cell, Path(out))
     info = res["info"]
