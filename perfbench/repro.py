@@ -114,6 +114,9 @@ def write(cell: m.Cell, out: Path) -> dict:
         for rel, data in files.items():
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             (tmp / rel).write_bytes(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's folder is private; the result is an ordinary folder
         if out.exists():
             out.rmdir()  # empty (checked above)
         os.replace(tmp, out)

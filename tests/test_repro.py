@@ -89,6 +89,7 @@ def test_a_cell_becomes_a_model_ort_runs_to_the_expected_outputs(db, cli_env, tm
     np.testing.assert_allclose(got, numpy_helper.to_array(outs[0]), rtol=1e-5, atol=1e-7)
     info = json.loads((out / "cell.json").read_text())
     assert info["verdict"] == "loss" and info["seed"] == 1 and info["node"]["op_type"] == "Softmax"
+    assert out.stat().st_mode & 0o755 == 0o755  # an ordinary folder, not mkdtemp's private one
 
 
 def test_bf16_cells_keep_their_dtype(db, cli_env, tmp_path):
