@@ -321,23 +321,12 @@ def build_document(s, kind: str, base_id: int, head_id: int, base_ref: str, head
         "notes": list(notes or []) + [f"not comparable: {w}" for w in incomparable],
         "cannot_catch": list(change.CANNOT_CATCH),
     }
-    return _finite(doc)
+    return views.finite(doc)
 
 
 def _isa(cells: list[dict]) -> str:
     isas = sorted({c["protocol"]["isa"] for c in cells if c["protocol"]["isa"]})
     return ",".join(isas)
-
-
-def _finite(v):
-    """NaN/inf (e.g. a p-value of a degenerate test) become null: the document is strict JSON."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_finite(x) for x in v]
-    return v
 
 
 def save_comparison(s, doc: dict, base_id: int | None, head_id: int | None, hc_id: int | None) -> int:

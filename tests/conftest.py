@@ -34,6 +34,16 @@ def db_url(tmp_path):
     return f"sqlite:///{tmp_path / 'results.db'}"
 
 
+@pytest.fixture()
+def store(db_url):
+    """A store on a throwaway SQLite file (tests/store/test_store.py's `store` runs on PostgreSQL too)."""
+    from perfbench.store.db import Store
+
+    st = Store(db_url)
+    yield st
+    st.dispose()
+
+
 def cli_environ(folder: Path) -> dict:
     """Environment for `perfbench` subprocesses: test ops importable, a private database
     (folder/results.db) and host lock, the ISA path chosen automatically."""

@@ -17,17 +17,9 @@ from onnx import TensorProto, numpy_helper
 from perfbench import dtypes, ops
 from perfbench.store import models as m
 from perfbench.store import repo
-from perfbench.store.db import Store
 from tests.conftest import perfbench_cmd
 from tests.store.test_store import T0, add_run, env  # noqa: F401  (fixture)
 from tests.tickets.test_lifecycle import add_cells
-
-
-@pytest.fixture()
-def store(db_url):
-    st = Store(db_url)
-    yield st
-    st.dispose()
 
 
 @pytest.fixture()

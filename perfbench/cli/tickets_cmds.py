@@ -123,12 +123,8 @@ def tickets_show(ticket_id, fmt, db):
             click.echo(json.dumps(render.as_dict(t, t.host_class.key), indent=1))
         else:
             click.echo(f"# {t.id}. {render.md_text(t.title, 250)}\n")
-            click.echo(render.body(t, t.host_class.key, _events(t)), nl=False)
+            click.echo(render.body(t, t.host_class.key, render.events_of(t)), nl=False)
     return 0
-
-
-def _events(t) -> list:
-    return [{"event": e.event, "run_id": e.run_id, "detail": e.detail} for e in t.events]
 
 
 @tickets.command("export")
@@ -152,7 +148,7 @@ def tickets_export(directory, show_all, db):
             name = f"ticket-{t.id}.md"
             written.add(name)
             with open(os.path.join(directory, name), "w") as f:
-                f.write(f"# {t.id}. {render.md_text(t.title, 250)}\n\n" + render.body(t, t.host_class.key, _events(t)))
+                f.write(f"# {t.id}. {render.md_text(t.title, 250)}\n\n" + render.body(t, t.host_class.key, render.events_of(t)))
         for old in os.listdir(directory):  # a ticket closed since the last export: its file goes
             if re.fullmatch(r"ticket-\d+\.md", old) and old not in written:
                 os.remove(os.path.join(directory, old))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 
 from perfbench import SCHEMA_VERSION, ops
@@ -52,20 +53,35 @@ def run_view(r) -> dict:
     }
 
 
-def summaries(cells: list[dict]) -> list[dict]:
-    """Per op x dtype x threads (x cache, spin): fast_1, verdict counts, geometric-mean ratio."""
+SUMMARY_KEYS = ("op", "dtype", "threads", "cache", "spin")
+REGION_KEYS = ("op", "dtype", "threads")  # a region (fast_1 score, dashboard overview)
+
+
+def summaries(cells: list[dict], by: tuple = SUMMARY_KEYS) -> list[dict]:
+    """Per group of cells (default op x dtype x threads x cache x spin; `by` names other keys), in
+    order of first appearance: fast_1, verdict counts, geometric-mean ratio."""
     groups: OrderedDict = OrderedDict()
     for c in cells:
-        key = (c["op"], c["dtype"], c["threads"], c["cache"], c["spin"])
-        groups.setdefault(key, []).append(c)
+        groups.setdefault(tuple(c[k] for k in by), []).append(c)
     out = []
-    for (op, dt, t, cache, spin), cs in groups.items():
+    for key, cs in groups.items():
         objs = [_V(c["verdict"], c["ratio"]) for c in cs]
-        out.append({"op": op, "dtype": dt, "threads": t, "cache": cache, "spin": spin,
+        out.append({**dict(zip(by, key)),
                     "fast_1": verdicts.fast_1(objs), "counts": verdicts.counts(objs),
                     "geomean_ratio": verdicts.geomean(c["ratio"] for c in cs if c["verdict"] != "fail"),
                     "cells": len(cs)})
     return out
+
+
+def finite(v):
+    """NaN/inf become null, recursively: the document is strict JSON."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [finite(x) for x in v]
+    return v
 
 
 class _V:

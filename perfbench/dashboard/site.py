@@ -8,7 +8,6 @@ console.error, as JSON in `<pre id="pb-check" hidden>` (see CHECK_JS and DRAW_JS
 
 from __future__ import annotations
 
-import html
 import json
 import re
 import shutil
@@ -16,10 +15,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from perfbench.compare import verdicts
+from perfbench.compare import views
 from perfbench.compare.render import fmt_ns
 from perfbench.dashboard import figures as fig
 from perfbench.dashboard.data import latest_full, short
+from perfbench.dashboard.figures import esc
 
 CSS = """body{font-family:system-ui,sans-serif;margin:0;color:#222}header{background:#1f2937;color:#fff;padding:10px 18px}
 header a{color:#cbd5e1;margin-right:14px;text-decoration:none}header a.on{color:#fff;font-weight:600}
@@ -60,24 +60,10 @@ DRAW_JS = """<script>
 </script>"""
 
 
-def esc(s) -> str:
-    return html.escape(str(s), quote=True)
-
-
 def _js(obj) -> str:
     """JSON safe inside <script>: no '<', '>' or '&' can end the script or open a tag."""
     return (json.dumps(obj, separators=(",", ":"), allow_nan=False, default=str)
             .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
-
-
-def _clean(v):
-    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
-        return None
-    if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_clean(x) for x in v]
-    return v
 
 
 def slug(s: str) -> str:
@@ -103,7 +89,7 @@ class Page:
 
     def figure(self, figdict: dict) -> None:
         fid = f"fig{len(self.figs)}"
-        self.figs.append({"id": fid, **_clean(figdict)})
+        self.figs.append({"id": fid, **views.finite(figdict)})
         self.parts.append(f'<div class="fig" id="{fid}"></div>')
 
     def render(self, nav: str, asset_prefix: str) -> str:
@@ -133,26 +119,14 @@ def _run_line(r: dict) -> str:
             + (" · partial" if r["partial"] else ""))
 
 
-def _regions(cells: list[dict]) -> list[dict]:
-    groups: dict = defaultdict(list)
-    for c in cells:
-        groups[(c["op"], c["dtype"], c["threads"])].append(c)
-    out = []
-    for (op, dt, th), cs in sorted(groups.items()):
-        objs = [verdicts.CellVerdict(c["verdict"], ratio=c["ratio"]) for c in cs]
-        out.append({"op": op, "dtype": dt, "threads": th, "fast_1": verdicts.fast_1(objs),
-                    "counts": verdicts.counts(objs),
-                    "geomean": verdicts.geomean(c["ratio"] for c in cs if c["verdict"] != "fail")})
-    return out
-
-
 def overview(host: dict, latest: dict) -> Page:
     p = Page(f"perfbench: ours vs ONNX Runtime on {host['key']}")
     p.add(f'<p class="note">Ratios are ours/ORT (below 1: we are faster). fast_1 = cells where ours is correct and '
           f"faster than ORT / all cells due (failures count as slow, n/a excluded). {len(host['tickets'])} open "
           f'ticket(s): <a href="tickets.html">the work queue</a>.</p>')
     for sname, r in sorted(latest.items()):
-        regions = _regions(r["cells"])
+        regions = sorted(views.summaries(r["cells"], by=views.REGION_KEYS),
+                         key=lambda g: (g["op"], g["dtype"], g["threads"]))
         tickets = defaultdict(int)
         for t in host["tickets"]:
             tickets[(t["op"], t["dtype"], t["threads"])] += 1
@@ -165,7 +139,7 @@ def overview(host: dict, latest: dict) -> Page:
             rows.append(f"<tr><td class=l><a href=\"op-{slug(g['op'])}.html\">{esc(g['op'])}</a></td>"
                         f"<td>{esc(g['dtype'])}</td><td>{esc(g['threads'])}</td><td>{f1}</td><td class=win>{c['win']}</td>"
                         f"<td class=loss>{c['loss']}</td><td>{c['undecided']}</td><td>{c['fail']}</td><td>{c['n/a']}</td>"
-                        f"<td>{_fmt_ratio(g['geomean'])}</td><td>{tickets[(g['op'], g['dtype'], g['threads'])]}</td></tr>")
+                        f"<td>{_fmt_ratio(g['geomean_ratio'])}</td><td>{tickets[(g['op'], g['dtype'], g['threads'])]}</td></tr>")
         p.add("<table>" + "".join(rows) + "</table>")
         p.figure(fig.fast1_bars(regions, f"fast_1 per op, dtype and threads — suite {sname}, run {r['id']}"))
     if not latest:

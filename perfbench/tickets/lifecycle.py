@@ -38,9 +38,10 @@ from perfbench.tickets import ranges, render
 def _cell_entry(c: dict, run: m.Run) -> dict:
     ours, ort = c.get("ours") or {}, c.get("ort") or {}
     num = c.get("numerics") or {}
+    axes = ranges.axes_of(c)
     return {
         "id": ranges.cell_id(c), "case_id": c["case_id"], "timing_hash": c["timing_hash"], "params": c["params"],
-        "axes": ranges.axes_of(c), "case": views.short_case(c["case_id"], c["op"], ranges.axes_of(c)),
+        "axes": axes, "case": views.short_case(c["case_id"], c["op"], axes),
         "verdict": c["verdict"], "ratio": c.get("ratio"), "lo": c.get("ci_low"), "hi": c.get("ci_high"),
         "ours_ns": ours.get("median_ns"), "ort_ns": ort.get("median_ns"),
         "ours_status": ours.get("status"), "ort_status": ort.get("status"),
@@ -76,7 +77,7 @@ def _fill(t: m.Ticket, cells: list[dict], lattice: dict, every: dict, run: m.Run
     """The ticket's range, figures, title and reproduce filters from `cells`. `lattice`: the group's
     cells this kind of range runs over (the n of "k/n"); `every`: every case of the group known
     (what a filter must not also select)."""
-    cells = sorted(cells, key=lambda c: ([ranges._num(v) for v in c["axes"].values()], c["case_id"]))
+    cells = sorted(cells, key=lambda c: ([ranges.numeric(v) for v in c["axes"].values()], c["case_id"]))
     t.cells = cells
     t.filters = ranges.box_filter(_group_of_ticket(t), cells, every)
     t.priority = _excess_ns(cells) if t.kind == "loss" else float(len(cells))

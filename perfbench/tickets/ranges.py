@@ -116,7 +116,7 @@ def components(lattice: dict, selected: set) -> list[set]:
             rest = tuple(sorted((k, str(v)) for k, v in a.items() if k != axis))
             lines.setdefault(rest, []).append((a[axis], cid))
         for line in lines.values():
-            line.sort(key=lambda t: (_num(t[0]), t[1]))
+            line.sort(key=lambda t: (numeric(t[0]), t[1]))
             for (_, x), (_, y) in zip(line, line[1:]):
                 if x in selected and y in selected:
                     rx, ry = find(x), find(y)
@@ -128,7 +128,8 @@ def components(lattice: dict, selected: set) -> list[set]:
     return sorted(comps.values(), key=lambda s: (-len(s), sorted(s)))
 
 
-def _num(v):
+def numeric(v):
+    """A parameter value as a number for ordering (non-numbers sort last)."""
     try:
         return float(v)
     except (TypeError, ValueError):
@@ -181,13 +182,13 @@ def box_filter(group: dict, cells: list[dict], lattice: dict) -> list[str]:
         out = []
         names = sorted({k for a in sub.values() for k in a})
         for k in names:
-            vals = sorted({a[k] for a in sub.values() if k in a}, key=_num)
+            vals = sorted({a[k] for a in sub.values() if k in a}, key=numeric)
             if len(vals) == 1:
                 out.append(f"{k}={vals[0]}")
                 continue
             lo, hi = vals[0], vals[-1]
-            inside = sorted({a[k] for a in lattice.values() if k in a and _num(lo) <= _num(a[k]) <= _num(hi)},
-                            key=_num)
+            inside = sorted({a[k] for a in lattice.values()
+                             if k in a and numeric(lo) <= numeric(a[k]) <= numeric(hi)}, key=numeric)
             out.append(f"{k}={lo}..{hi}" if inside == vals else f"{k}={','.join(str(v) for v in vals)}")
         return out
 

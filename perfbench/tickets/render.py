@@ -35,7 +35,7 @@ def _span(cells: list[dict]) -> str:
     names = list(dict.fromkeys(k for c in cells for k in c["axes"]))
     varying, fixed = [], []
     for k in names:
-        vals = sorted({c["axes"].get(k) for c in cells if k in c["axes"]}, key=ranges._num)
+        vals = sorted({c["axes"].get(k) for c in cells if k in c["axes"]}, key=ranges.numeric)
         if len(vals) > 1:
             varying.append(f"{k} {vals[0]}–{vals[-1]}")
         else:
@@ -46,9 +46,9 @@ def _span(cells: list[dict]) -> str:
 def box_count(cells: list[dict], lattice: dict) -> int:
     """Cells of the group's lattice inside the range's bounding box (the n of 'losing k/n')."""
     names = {k for c in cells for k in c["axes"]}
-    lo = {k: min(ranges._num(c["axes"][k]) for c in cells if k in c["axes"]) for k in names}
-    hi = {k: max(ranges._num(c["axes"][k]) for c in cells if k in c["axes"]) for k in names}
-    n = sum(1 for a in lattice.values() if set(a) == names and all(lo[k] <= ranges._num(a[k]) <= hi[k]
+    lo = {k: min(ranges.numeric(c["axes"][k]) for c in cells if k in c["axes"]) for k in names}
+    hi = {k: max(ranges.numeric(c["axes"][k]) for c in cells if k in c["axes"]) for k in names}
+    n = sum(1 for a in lattice.values() if set(a) == names and all(lo[k] <= ranges.numeric(a[k]) <= hi[k]
                                                                     for k in names))
     return max(n, len(cells))
 
@@ -135,6 +135,11 @@ def _cell_table(t, cells) -> list[str]:
 
 def _seen(run_id, sha) -> str:
     return f"run {run_id}" + (f" ({md_text(sha[:12], 16)})" if sha else "")
+
+
+def events_of(t) -> list:
+    """A ticket's history as body() takes it."""
+    return [{"event": e.event, "run_id": e.run_id, "detail": e.detail} for e in t.events]
 
 
 def body(t, host_class: str, events: list | None = None) -> str:

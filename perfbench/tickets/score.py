@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from perfbench.compare import verdicts, views
+from perfbench.compare import views
 from perfbench.compare.render import _grid
 from perfbench.store import models as m
 
@@ -17,16 +17,17 @@ def history(s, suite: str, host_class_id: int | None, last: int) -> dict:
     if host_class_id is not None:
         q = q.where(m.Run.host_class_id == host_class_id)
     runs = list(reversed(s.scalars(q.order_by(m.Run.started_at.desc(), m.Run.id.desc()).limit(last)).all()))
-    regions: dict = {}
+    regions: dict = {}  # (op, dtype, threads) -> per run: its summary or None
     for i, r in enumerate(runs):
-        for c in r.cells:
-            key = (c.case.op, c.dtype, c.threads)
-            regions.setdefault(key, [[] for _ in runs])[i].append(views._V(c.verdict, c.ratio))
+        cells = [{"op": c.case.op, "dtype": c.dtype, "threads": c.threads, "verdict": c.verdict, "ratio": c.ratio}
+                 for c in r.cells]
+        for g in views.summaries(cells, by=views.REGION_KEYS):
+            regions.setdefault((g["op"], g["dtype"], g["threads"]), [None] * len(runs))[i] = g
     out = []
     for (op, dt, th), per_run in sorted(regions.items()):
         out.append({"op": op, "dtype": dt, "threads": th,
-                    "fast_1": [verdicts.fast_1(cs) if cs else None for cs in per_run],
-                    "cells": [len(cs) for cs in per_run]})
+                    "fast_1": [g["fast_1"] if g else None for g in per_run],
+                    "cells": [g["cells"] if g else 0 for g in per_run]})
     return {"suite": suite, "runs": [{"id": r.id, "git_sha": r.git_sha, "started_at": r.started_at.isoformat()}
                                      for r in runs], "regions": out}
 

@@ -35,8 +35,7 @@ def marker(uid: str) -> str:
 
 def issue_body(t: m.Ticket, host_class: str) -> str:
     """The issue's body: the ticket's markdown and the hidden marker, within GitHub's size limit."""
-    events = [{"event": e.event, "run_id": e.run_id, "detail": e.detail} for e in t.events]
-    return with_marker(render.body(t, host_class, events), marker(t.uid))
+    return with_marker(render.body(t, host_class, render.events_of(t)), marker(t.uid))
 
 
 TITLE_LIMIT = 256  # GitHub's limit on an issue title

@@ -15,7 +15,6 @@ import pytest
 
 from perfbench.store import models as m
 from perfbench.store import repo
-from perfbench.store.db import Store
 from perfbench.tickets import lifecycle
 from tests.conftest import ROOT, perfbench_cmd
 from tests.dashboard import browser
@@ -24,13 +23,6 @@ from tests.tickets.test_lifecycle import add_cells
 
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
-
-
-@pytest.fixture()
-def store(db_url):
-    st = Store(db_url)
-    yield st
-    st.dispose()
 
 
 @pytest.fixture()

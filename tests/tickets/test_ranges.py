@@ -128,4 +128,4 @@ def test_reproduce_gives_the_cell_key_as_flags_and_quotes():
 
 def test_cell_identity_includes_the_timing_definition():
     assert ranges.cell_id(cell(128, th="a")) != ranges.cell_id(cell(128, th="b"))
-    assert math.isinf(ranges._num("bsnh"))
+    assert math.isinf(ranges.numeric("bsnh"))

@@ -10,19 +10,11 @@ import pytest
 
 from perfbench.github import GitHubClient, GitHubError
 from perfbench.store import models as m
-from perfbench.store.db import Store
 from perfbench.tickets import sync as sync_mod
 from tests.conftest import perfbench_cmd
 from tests.store.test_store import env  # noqa: F401  (fixture)
 from tests.test_github import REPO, TOKEN, FakeGitHub, serve
 from tests.tickets.test_lifecycle import Runs
-
-
-@pytest.fixture()
-def store(db_url):
-    st = Store(db_url)
-    yield st
-    st.dispose()
 
 
 @pytest.fixture()
