@@ -74,7 +74,8 @@ def write(cell: m.Cell, out: Path) -> dict:
     graph = op.graph(case)
     oracle = op.oracle(case, to_f64(inputs))
     names_in = [n for n, _, _ in graph.inputs if n]
-    names_out = [n for n, _ in graph.outputs]
+    names_out = [o[0] for o in graph.outputs if o[0]]
+    out_types = op.output_dtypes(case, dt.numpy)
     missing = [n for n in names_out if n not in oracle]
     if missing:
         raise UsageError(f"{op.name}'s oracle has no {', '.join(missing)} for {cell.case.case_id}: cannot write "
@@ -85,7 +86,7 @@ def write(cell: m.Cell, out: Path) -> dict:
     for i, name in enumerate(names_in):
         files[f"test_data_set_0/input_{i}.pb"] = _tensor(name, inputs[name]).SerializeToString()
     for j, name in enumerate(names_out):
-        expected = np.asarray(oracle[name]).astype(dt.numpy)
+        expected = np.asarray(oracle[name]).astype(out_types[name])
         files[f"test_data_set_0/output_{j}.pb"] = _tensor(name, expected).SerializeToString()
     aliases = op.aliases(case)
     info = {

@@ -101,6 +101,10 @@ static const struct {
     {"peak_fma_f32", pb_peak_fma_f32},
     {"peak_bf16_dot", pb_peak_bf16_dot},
     {"read_bandwidth", pb_read_bandwidth},
+#include "kernels/norms.names.inc"
+#include "kernels/eltwise.names.inc"
+#include "kernels/movement.names.inc"
+#include "kernels/onnx_attn.names.inc"
 };
 #define PB_N_KERNELS ((int)(sizeof g_kernels / sizeof g_kernels[0]))
 

@@ -116,6 +116,12 @@ typedef int (*pb_kv_append_ukernel)(const pb_kv_append *a, int64_t b, int64_t g)
 typedef float (*pb_peak_ukernel)(int64_t iters, int64_t *flops);
 typedef float (*pb_read_ukernel)(const void *buf, int64_t bytes);
 
+/* groups of kernels added per suite: each owns its table type */
+#include "kernels/norms.h"
+#include "kernels/eltwise.h"
+#include "kernels/movement.h"
+#include "kernels/onnx_attn.h"
+
 typedef struct pb_isa {
     const char *name;
     int lanes; /* f32 lanes per vector */
@@ -131,6 +137,10 @@ typedef struct pb_isa {
     pb_peak_ukernel peak_bf16_dot;
     const char *peak_bf16_method;
     pb_read_ukernel read_sum;
+    const pb_norms_table *norms;
+    const pb_eltwise_table *eltwise;
+    const pb_movement_table *movement;
+    const pb_onnx_attn_table *onnx_attn;
 } pb_isa;
 
 const pb_isa *pb_active_isa(void);

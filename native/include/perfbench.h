@@ -214,6 +214,22 @@ typedef struct pb_multi_head_attention_args {
 } pb_multi_head_attention_args;
 int pb_multi_head_attention(const void *args);
 
+/* ---- norms.toml: LayerNormalization family, RMSNormalization ---- */
+/* PB_GROUP_NORMS_BEGIN */
+/* PB_GROUP_NORMS_END */
+
+/* ---- elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, ReduceMean ---- */
+/* PB_GROUP_ELTWISE_BEGIN */
+/* PB_GROUP_ELTWISE_END */
+
+/* ---- data_movement.toml: Transpose, Gather, Concat, ScatterND, Trilu ---- */
+/* PB_GROUP_MOVEMENT_BEGIN */
+/* PB_GROUP_MOVEMENT_END */
+
+/* ---- onnx_attention.toml: ai.onnx Attention and RotaryEmbedding (opset 23) ---- */
+/* PB_GROUP_ONNX_ATTN_BEGIN */
+/* PB_GROUP_ONNX_ATTN_END */
+
 /* ---- host peak probes (perfbench peaks) ------------------------------------------------- */
 /* Each thread runs `iters` iterations of independent multiply-adds; *flops_out receives the
  * floating-point operations one call performs (all threads), *method_out what was used. */

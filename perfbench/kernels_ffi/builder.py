@@ -53,6 +53,10 @@ COMMON_UNITS = [
     "timing.c",
     "kernels/drivers.c",
     "kernels/attention.c",
+    "kernels/norms_drivers.c",
+    "kernels/eltwise_drivers.c",
+    "kernels/movement_drivers.c",
+    "kernels/onnx_attn_drivers.c",
     "isa/portable.c",
     "isa/portable16.c",
 ]

@@ -82,11 +82,65 @@ class GraphSpec:
     op_type: str
     domain: str
     opset: int
-    # [(name, "float"|"int64"|"int32", shape)] in node order; "float" = the cell's dtype; a name
-    # "" leaves that optional input out; a str in a shape is a symbolic dimension
+    # [(name, type, shape)] in node order; type: "float" = the cell's dtype, or one of ELEM_TYPES
+    # ("f32" = float32 whatever the cell's dtype, "int64", "int32", "bool"); a name "" leaves that
+    # optional input out; a str in a shape is a symbolic dimension
     inputs: list
-    outputs: list  # [(name, shape)] float outputs of the cell's dtype
+    # [(name, shape)] outputs of the cell's dtype, or [(name, shape, type)] with a type as above
+    # (e.g. LayerNormalization's Mean is float32 for every input type); a name "" leaves an
+    # optional output out
+    outputs: list
     attrs: dict = field(default_factory=dict)
+    # ((domain, version), ...) the model imports; empty: the op's domain at `opset` (plus the
+    # default domain at 21 for a non-default domain)
+    opset_imports: tuple = ()
+
+    def output_type(self, name: str) -> str:
+        for o in self.outputs:
+            if o[0] == name:
+                return o[2] if len(o) > 2 else "float"
+        raise KeyError(name)
+
+
+# numpy dtypes of the non-"float" element types of GraphSpec inputs and outputs
+ELEM_TYPES = {"f32": np.dtype(np.float32), "int64": np.dtype(np.int64), "int32": np.dtype(np.int32),
+              "bool": np.dtype(np.bool_)}
+
+
+class NodeUnsupported(Exception):
+    """Our library cannot run this node (an op, attribute value, dtype or shape we do not
+    implement). The message is one line saying exactly what is missing (`perfbench node` exit 3)."""
+
+
+@dataclass
+class NodeInfo:
+    """One ONNX node as `perfbench node` hands it to an op's from_node."""
+
+    op_type: str
+    domain: str  # "" for the default (ai.onnx) domain
+    opset: int  # the opset version imported for the node's domain
+    attrs: dict  # name -> value (onnx.helper.get_attribute_value; strings decoded)
+    # [(numpy dtype, shape tuple of ints)] per node input in node order; None for an absent
+    # optional input (an empty name)
+    inputs: list
+    # the node's output names in order ("" for an optional output it does not ask for)
+    outputs: list
+    dtype: str | None  # "f32" / "f16" / "bf16": the element type of the node's first float input
+
+    def attr(self, name: str, default=None):
+        return self.attrs.get(name, default)
+
+
+@dataclass
+class NodeBinding:
+    """How a node maps onto one of our cases: the op sees node input `index` reshaped to the
+    shape the op's graph declares for that input (same element count), and writes its output
+    into node output `index` reshaped to `shape` (the node's output shape). Op outputs not listed
+    are computed into scratch and dropped (the node does not ask for them)."""
+
+    case: Case
+    inputs: dict  # op input name -> node input index
+    outputs: dict  # op output name -> (node output index, node output shape)
 
 
 class Op:
@@ -165,7 +219,13 @@ class Op:
         raise NotImplementedError
 
     def output_shapes(self, case: Case) -> dict:
-        return {name: shape for name, shape in self.graph(case).outputs}
+        return {o[0]: o[1] for o in self.graph(case).outputs if o[0]}
+
+    def output_dtypes(self, case: Case, np_dtype) -> dict:
+        """Per output, its numpy dtype when the cell's float type is `np_dtype`."""
+        graph = self.graph(case)
+        return {o[0]: (np.dtype(np_dtype) if graph.output_type(o[0]) == "float" else ELEM_TYPES[graph.output_type(o[0])])
+                for o in graph.outputs if o[0]}
 
     def aliases(self, case: Case) -> dict:
         """{output: input} for outputs that ARE an input buffer (a KV cache that past and present
@@ -182,7 +242,8 @@ class Op:
         """Output buffers for one side: new arrays, except aliased outputs, which are that side's
         own input buffer (pass private_inputs)."""
         al = self.aliases(case)
-        return {n: (inputs[al[n]] if n in al else np.empty(s, np_dtype)) for n, s in self.output_shapes(case).items()}
+        types = self.output_dtypes(case, np_dtype)
+        return {n: (inputs[al[n]] if n in al else np.empty(s, types[n])) for n, s in self.output_shapes(case).items()}
 
     def bound_for(self, case: Case) -> str:
         """"memory" (GB/s) or "compute" (GFLOP/s) for this case."""
@@ -208,6 +269,16 @@ class Op:
 
     def floor(self, dtype: str) -> float:
         return self.floors[dtype]
+
+    # ---- `perfbench node`: one node of a real model onto one of our cases ----
+    # (domain, op_type) pairs this op can take, e.g. (("", "Softmax"),)
+    node_types: tuple = ()
+
+    def from_node(self, node: NodeInfo) -> NodeBinding:
+        """The case (and input/output mapping) that computes exactly this node, honouring its
+        opset and attributes. Raise NodeUnsupported (one line: what is missing) for what our
+        kernel does not implement, UsageError for a node that is not valid ONNX."""
+        raise NodeUnsupported(f"perfbench node does not map {node.domain or 'ai.onnx'}::{node.op_type} onto {self.name} yet")
 
 
 REGISTRY: dict[str, Op] = {}

@@ -18,7 +18,7 @@ from perfbench.ops.base import GraphSpec
 # onnx 1.23 writes IR version 14, ORT 1.31 reads at most 13; 11 covers opset 23.
 IR_VERSION = 11
 
-_INT_TYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32}
+_ELEM = {"f32": TensorProto.FLOAT, "int64": TensorProto.INT64, "int32": TensorProto.INT32, "bool": TensorProto.BOOL}
 
 
 def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_names: bool = False) -> bytes:
@@ -28,7 +28,7 @@ def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_nam
     copy k is `<name>__k`, output j is `<name>__k`; Bound binds all copies to the same buffers.
     `plain_names` (one copy only): the spec's own names, for a model handed to people."""
     def elem(t):
-        return dtype.onnx if t == "float" else _INT_TYPES[t]
+        return dtype.onnx if t == "float" else _ELEM[t]
 
     if plain_names and copies != 1:
         raise ValueError("plain_names needs copies == 1")
@@ -40,17 +40,20 @@ def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_nam
     for k in range(copies):
         g_inputs += [helper.make_tensor_value_info(nm(n, k), elem(t), list(shape))
                      for n, t, shape in spec.inputs if n]
-        outs = [nm(n, k) for n, _ in spec.outputs]
+        outs = [nm(o[0], k) if o[0] else "" for o in spec.outputs]
         nodes.append(
             helper.make_node(spec.op_type, [nm(n, k) if n else "" for n, _, _ in spec.inputs], outs,
                              name=f"node{k}", domain=spec.domain or None, **spec.attrs)
         )
-        g_outputs += [helper.make_tensor_value_info(o, dtype.onnx, list(shape))
-                      for o, (_, shape) in zip(outs, spec.outputs)]
+        g_outputs += [helper.make_tensor_value_info(o, elem(spec.output_type(s[0])), list(s[1]))
+                      for o, s in zip(outs, spec.outputs) if o]
     graph = helper.make_graph(nodes, f"{spec.op_type}_x{copies}", g_inputs, g_outputs)
-    opsets = [helper.make_opsetid("", spec.opset if not spec.domain else 21)]
-    if spec.domain:
-        opsets.append(helper.make_opsetid(spec.domain, 1))
+    if spec.opset_imports:
+        opsets = [helper.make_opsetid(d, v) for d, v in spec.opset_imports]
+    else:
+        opsets = [helper.make_opsetid("", spec.opset if not spec.domain else 21)]
+        if spec.domain:
+            opsets.append(helper.make_opsetid(spec.domain, spec.opset if spec.domain != "com.microsoft" else 1))
     model = helper.make_model(graph, opset_imports=opsets, producer_name="perfbench")
     model.ir_version = IR_VERSION
     return model.SerializeToString()
@@ -97,7 +100,10 @@ class Bound:
             self._keep.append(value)
             for k in range(copies):
                 self.binding.bind_ortvalue_input(f"{name}__{k}", value)
-        for name, _shape in spec.outputs:
+        for o in spec.outputs:
+            name = o[0]
+            if not name:
+                continue
             buf = outputs[name]
             for k in range(copies):
                 self.binding.bind_output(f"{name}__{k}", "cpu", 0, buf.dtype, list(buf.shape), buf.ctypes.data)

@@ -35,6 +35,10 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #include "softmax.inc.c"
 #include "rotary.inc.c"
 #include "attention.inc.c"
+#include "norms.inc.c"
+#include "eltwise.inc.c"
+#include "movement.inc.c"
+#include "onnx_attn.inc.c"
 #undef PB_DT
 #undef T
 #undef T_IS_F32
@@ -57,6 +61,10 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #include "softmax.inc.c"
 #include "rotary.inc.c"
 #include "attention.inc.c"
+#include "norms.inc.c"
+#include "eltwise.inc.c"
+#include "movement.inc.c"
+#include "onnx_attn.inc.c"
 #undef PB_DT
 #undef T
 #undef T_IS_F32
@@ -81,6 +89,10 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #include "softmax.inc.c"
 #include "rotary.inc.c"
 #include "attention.inc.c"
+#include "norms.inc.c"
+#include "eltwise.inc.c"
+#include "movement.inc.c"
+#include "onnx_attn.inc.c"
 #undef PB_DT
 #undef T
 #undef T_IS_F32
@@ -91,6 +103,10 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #undef T_TO_F32
 
 #include "peaks.inc.c"
+#include "norms.table.inc.c"
+#include "eltwise.table.inc.c"
+#include "movement.table.inc.c"
+#include "onnx_attn.table.inc.c"
 
 const pb_isa PB_CAT(pb_isa_, PB_ISA) = {
     .name = PB_ISA_NAME,
@@ -107,4 +123,8 @@ const pb_isa PB_CAT(pb_isa_, PB_ISA) = {
     .peak_bf16_dot = PB_ISA_FN(peak_bf16_dot),
     .peak_bf16_method = PB_PEAK_BF16_METHOD,
     .read_sum = PB_ISA_FN(read_sum),
+    .norms = &PB_CAT(pb_norms_table_, PB_ISA),
+    .eltwise = &PB_CAT(pb_eltwise_table_, PB_ISA),
+    .movement = &PB_CAT(pb_movement_table_, PB_ISA),
+    .onnx_attn = &PB_CAT(pb_onnx_attn_table_, PB_ISA),
 };

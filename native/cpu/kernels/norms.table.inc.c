@@ -1,0 +1,2 @@
+/* norms.toml: LayerNormalization family, RMSNormalization: this ISA path's table (included once by isa_body.inc.c). */
+static const pb_norms_table PB_CAT(pb_norms_table_, PB_ISA) = {0};
