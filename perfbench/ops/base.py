@@ -126,6 +126,14 @@ class NodeInfo:
     # the node's output names in order ("" for an optional output it does not ask for)
     outputs: list
     dtype: str | None  # "f32" / "f16" / "bf16": the element type of the node's first float input
+    # per node input: its array when the value is known before running (an initializer, or data
+    # given with --data), else None. Inputs that steer the computation (ReduceMean's axes,
+    # Trilu's k, Reshape-like shapes) must be known: from_node raises NodeUnsupported otherwise.
+    values: list = field(default_factory=list)
+
+    def value(self, index: int):
+        """The known array of node input `index`, or None (absent or not known)."""
+        return self.values[index] if index < len(self.values) else None
 
     def attr(self, name: str, default=None):
         return self.attrs.get(name, default)
