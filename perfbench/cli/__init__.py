@@ -63,4 +63,4 @@ def main() -> None:
 
 
 import perfbench.cli.bot  # noqa: E402,F401  (registers `perfbench bot`)
-from perfbench.cli import commands, compare_cmds, dashboard_cmd, tickets_cmds  # noqa: E402,F401  (register the commands: run, show, ...; ab, compare, calibrate, calibration, render; tickets, score; dashboard)
+from perfbench.cli import commands, compare_cmds, dashboard_cmd, node_cmd, tickets_cmds  # noqa: E402,F401  (register the commands: run, show, ...; ab, compare, calibrate, calibration, render; tickets, score; dashboard; node)

@@ -94,6 +94,9 @@ class GraphSpec:
     # ((domain, version), ...) the model imports; empty: the op's domain at `opset` (plus the
     # default domain at 21 for a non-default domain)
     opset_imports: tuple = ()
+    # an onnx NodeProto to copy instead of building the node from op_type/domain/attrs (a user's
+    # node, attributes exactly as given); its inputs and outputs are renamed per copy
+    node_proto: object = None
 
     def output_type(self, name: str) -> str:
         for o in self.outputs:

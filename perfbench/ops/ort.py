@@ -9,6 +9,7 @@ import os
 import tempfile
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
@@ -41,10 +42,19 @@ def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_nam
         g_inputs += [helper.make_tensor_value_info(nm(n, k), elem(t), list(shape))
                      for n, t, shape in spec.inputs if n]
         outs = [nm(o[0], k) if o[0] else "" for o in spec.outputs]
-        nodes.append(
-            helper.make_node(spec.op_type, [nm(n, k) if n else "" for n, _, _ in spec.inputs], outs,
-                             name=f"node{k}", domain=spec.domain or None, **spec.attrs)
-        )
+        ins = [nm(n, k) if n else "" for n, _, _ in spec.inputs]
+        if spec.node_proto is not None:
+            node = onnx.NodeProto()
+            node.CopyFrom(spec.node_proto)
+            del node.input[:]
+            del node.output[:]
+            node.input.extend(ins)
+            node.output.extend(outs)
+            node.name = f"node{k}"
+            nodes.append(node)
+        else:
+            nodes.append(helper.make_node(spec.op_type, ins, outs, name=f"node{k}", domain=spec.domain or None,
+                                          **spec.attrs))
         g_outputs += [helper.make_tensor_value_info(o, elem(spec.output_type(s[0])), list(s[1]))
                       for o, s in zip(outs, spec.outputs) if o]
     graph = helper.make_graph(nodes, f"{spec.op_type}_x{copies}", g_inputs, g_outputs)

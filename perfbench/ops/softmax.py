@@ -6,7 +6,8 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.kernels_ffi import wrappers
-from perfbench.ops.base import Case, GraphSpec, Mutant, Op, Param, register
+from perfbench.errors import UsageError
+from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
 def _softmax64(x: np.ndarray, subtract_max: bool = True) -> np.ndarray:
@@ -112,3 +113,32 @@ class Softmax(Op):
 
     def bytes_moved(self, case: Case, dtype: dtypes.DType) -> float:
         return 2.0 * float(np.prod(_shape(case))) * dtype.itemsize
+
+    node_types = (("", "Softmax"),)
+
+    def from_node(self, node: NodeInfo) -> NodeBinding:
+        """ai.onnx Softmax. Opset 13+: softmax along `axis` (default -1); our kernel normalizes the
+        last axis, so any other axis is declined. Before 13: the input is flattened to 2-D at
+        `axis` (default 1), rows = prod(shape[:axis]), cols = prod(shape[axis:]) -- any axis works."""
+        if len(node.inputs) != 1 or node.inputs[0] is None or len([o for o in node.outputs if o]) != 1:
+            raise UsageError(f"Softmax takes one input and one output (got {len(node.inputs)} inputs)")
+        shape = tuple(node.inputs[0][1])
+        rank = len(shape)
+        if rank == 0:
+            raise UsageError("Softmax of a 0-d input is not defined (ONNX needs rank >= 1)")
+        default = -1 if node.opset >= 13 else 1
+        axis = int(node.attr("axis", default))
+        if not -rank <= axis < rank:
+            raise UsageError(f"Softmax axis={axis} is out of range for a rank-{rank} input {shape}")
+        axis %= rank
+        if node.opset >= 13:
+            if axis != rank - 1:
+                raise NodeUnsupported(f"Softmax (opset {node.opset}) over axis {axis} of a rank-{rank} input: our "
+                                      "kernel normalizes the last axis only")
+            rows, cols = int(np.prod(shape[:-1], dtype=np.int64)), shape[-1]
+        else:
+            rows, cols = int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis:], dtype=np.int64))
+        if rows < 1 or cols < 1:
+            raise NodeUnsupported(f"Softmax of an empty input {shape}: nothing to compute")
+        case = self.make_case({"batch": 1, "heads": 1, "queries": rows, "keys": cols}, "perfbench node")
+        return NodeBinding(case, {"x": 0}, {"y": (0, shape)})

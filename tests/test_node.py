@@ -1,0 +1,212 @@
+"""`perfbench node MODEL.onnx`: single-node models built here, run through our kernel and a real
+ORT session. Exit codes (CONTRACTS §6), the reference rules (expected outputs are the
+specification, else ORT), opset semantics (Softmax before 13 flattens at axis), --save/--data
+replay, and clear errors for models and data that do not fit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from perfbench import node
+from perfbench.errors import UsageError
+from tests.conftest import ROOT, perfbench_cmd
+
+
+def softmax_model(path, opset, axis, shape, dt=TensorProto.FLOAT, extra_node=False, ir=10):
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=axis)]
+    outs = [helper.make_tensor_value_info("y", dt, shape)]
+    if extra_node:
+        nodes.append(helper.make_node("Relu", ["y"], ["z"]))
+        outs = [helper.make_tensor_value_info("z", dt, shape)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", dt, shape)], outs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = ir
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def write_data(folder, inputs=(), outputs=()):
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, (name, a) in enumerate(inputs):
+        (folder / f"input_{k}.pb").write_bytes(numpy_helper.from_array(np.ascontiguousarray(a), name).SerializeToString())
+    for k, (name, a) in enumerate(outputs):
+        (folder / f"output_{k}.pb").write_bytes(numpy_helper.from_array(np.ascontiguousarray(a), name).SerializeToString())
+    return str(folder)
+
+
+def softmax_flat(x, axis):
+    """ONNX Softmax before opset 13: flatten to 2-D at axis, softmax over the second axis."""
+    x64 = x.astype(np.float64)
+    flat = x64.reshape(int(np.prod(x.shape[:axis])), -1)
+    e = np.exp(flat - flat.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).reshape(x.shape)
+
+
+def pb(*args, cwd=ROOT):
+    return subprocess.run(perfbench_cmd() + ["node", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def test_softmax_opset11_flattens_at_axis_and_passes_against_ort(tmp_path, lib):
+    model = softmax_model(tmp_path / "sm11.onnx", 11, 1, ["batch", 3, 5, 37])
+    rep = node.run(model, dims=["batch=4"], timing=False, lib=lib)
+    assert rep.exit_code == 0, node.render(rep)
+    # the case covers the flattened (4, 3*5*37) matrix: softmax over 555 columns, not over 37
+    assert rep.case == "Softmax.batch=1.heads=1.queries=4.keys=555"
+    assert rep.reference == "ORT" and rep.ort_status == "ok"
+    (chk,) = rep.checks
+    assert chk.err <= rep.tol and chk.err_oracle_ours <= 1e-5
+
+
+def test_opset11_semantics_against_expected_outputs(tmp_path, lib):
+    """Expected outputs computed by the opset-11 definition pass; the opset-13 (last-axis)
+    answer given as 'expected' fails with exit 1 and names the output and the worst element."""
+    model = softmax_model(tmp_path / "sm11.onnx", 11, 2, [2, 3, 4, 9])
+    x = np.random.default_rng(1).standard_normal((2, 3, 4, 9)).astype(np.float32)
+    good = write_data(tmp_path / "good", [("x", x)], [("y", softmax_flat(x, 2).astype(np.float32))])
+    rep = node.run(model, data=good, timing=False, lib=lib)
+    assert rep.exit_code == 0 and rep.reference == "expected outputs", node.render(rep)
+    assert rep.checks[0].err_ort <= rep.tol  # ORT honours opset 11 too
+    last_axis = softmax_flat(x.reshape(-1, 9), 1).reshape(x.shape).astype(np.float32)
+    bad = write_data(tmp_path / "bad", [("x", x)], [("y", last_axis)])
+    rep = node.run(model, data=bad, timing=False, lib=lib)
+    assert rep.exit_code == 1
+    text = node.render(rep)
+    assert "output y" in text and "worst at index" in text and "FAIL: numerics mismatch (exit 1)" in text
+    # ORT disagrees with these (wrong) expected outputs as much as we do: reported as its discrepancy
+    assert rep.ort_status == "ort-discrepancy"
+
+
+def test_not_last_axis_at_opset13_is_exit_3_with_one_line(tmp_path):
+    model = softmax_model(tmp_path / "sm13.onnx", 13, 1, [2, 3, 5, 7])
+    r = pb(model)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "over axis 1 of a rank-4 input: our kernel normalizes the last axis only" in r.stdout
+
+
+def test_unknown_op_is_exit_3_and_takes_precedence_over_4(tmp_path):
+    n = helper.make_node("Hardmax", ["x"], ["y"], axis=-1)
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 10
+    onnx.save(m, str(tmp_path / "hm.onnx"))
+    r = pb(str(tmp_path / "hm.onnx"))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "no kernel for ai.onnx::Hardmax (opset 13)" in r.stdout
+
+
+def test_bf16_without_ort_kernel_is_exit_4_then_0_with_expected(tmp_path, lib):
+    model = softmax_model(tmp_path / "smbf.onnx", 13, -1, [2, 3, 37], TensorProto.BFLOAT16)
+    rep = node.run(model, timing=False, lib=lib)
+    assert rep.exit_code == 4 and rep.ort_status == "no-kernel", node.render(rep)
+    # with expected outputs (the spec) ours is judged against them alone
+    from perfbench.dtypes import BF16
+    x = (np.random.default_rng(2).standard_normal((2, 3, 37))).astype(BF16.numpy)
+    y = softmax_flat(x.astype(np.float32).reshape(-1, 37), 1).reshape(2, 3, 37).astype(BF16.numpy)
+    data = write_data(tmp_path / "d", [("x", x)], [("y", y)])
+    rep = node.run(model, data=data, timing=False, lib=lib)
+    assert rep.exit_code == 0 and rep.reference == "expected outputs", node.render(rep)
+
+
+def test_save_then_replay_gives_the_same_outputs(tmp_path, lib):
+    model = softmax_model(tmp_path / "sm.onnx", 13, -1, [3, 4, 33])
+    rep = node.run(model, save_to=str(tmp_path / "saved"), timing=False, lib=lib)
+    assert rep.exit_code == 0
+    saved = tmp_path / "saved"
+    assert sorted(p.name for p in saved.iterdir()) == ["input_0.pb", "model.onnx", "output_0.pb"]
+    r = pb(str(saved / "model.onnx"), "--data", str(saved), "--no-time", "--format", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["reference"] == "expected outputs" and out["inputs"][0][1] == "given"
+    assert out["checks"][0]["err"] == 0.0  # our own outputs, replayed: bit for bit
+    # --save never writes over the data folder or a folder with files
+    r = pb(str(saved / "model.onnx"), "--data", str(saved), "--save", str(saved), "--no-time")
+    assert r.returncode == 2 and "never over the data" in r.stderr
+    r = pb(model, "--save", str(saved), "--no-time")
+    assert r.returncode == 2 and "not an empty folder" in r.stderr
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("multi", "the graph has 2 nodes"),
+    ("missing", "no such file"),
+    ("garbage", "not a readable ONNX model"),
+    ("nodim", "symbolic dimensions batch: give --dim batch=VALUE"),
+    ("baddim", "--dim 'batch=x'"),
+    ("shape", "axis 2: 9 != 37"),
+    ("dtype", "is float16 but the model declares float"),
+    ("gap", "numbered 0..N-1 without gaps"),
+    ("count", "1 graph inputs"),
+])
+def test_bad_input_is_exit_2_with_what_where_how(tmp_path, case, needle):
+    model = softmax_model(tmp_path / "m.onnx", 13, -1, ["batch", 3, 37])
+    args = [model]
+    if case == "multi":
+        args = [softmax_model(tmp_path / "two.onnx", 13, -1, [2, 37], extra_node=True)]
+    elif case == "missing":
+        args = [str(tmp_path / "nope.onnx")]
+    elif case == "garbage":
+        (tmp_path / "g.onnx").write_bytes(b"not a model")
+        args = [str(tmp_path / "g.onnx")]
+    elif case == "baddim":
+        args += ["--dim", "batch=x"]
+    elif case == "shape":
+        args += ["--data", write_data(tmp_path / "d", [("x", np.zeros((2, 3, 9), np.float32))])]
+    elif case == "dtype":
+        args += ["--data", write_data(tmp_path / "d", [("x", np.zeros((2, 3, 37), np.float16))])]
+    elif case == "gap":
+        d = tmp_path / "d"
+        write_data(d, [("x", np.zeros((2, 3, 37), np.float32))])
+        (d / "input_0.pb").rename(d / "input_1.pb")
+        args += ["--data", str(d)]
+    elif case == "count":
+        d = write_data(tmp_path / "d", [("x", np.zeros((2, 3, 37), np.float32)), ("z", np.zeros(1, np.float32))])
+        args += ["--data", d]
+    r = pb(*args, "--no-time")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert needle in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_timing_plumbing_reports_a_ratio_and_bandwidth(tmp_path, lib):
+    """Timing runs the usual protocol on the node's own inputs (no figure is asserted)."""
+    model = softmax_model(tmp_path / "sm.onnx", 13, -1, [4, 257])
+    rep = node.run(model, timing=True, replicates=2, lib=lib)
+    assert rep.exit_code == 0
+    t = rep.timing
+    assert t["replicates"] == 2 and t["K"] >= 2 and t["ratio"] > 0 and t["ci"][0] <= t["ratio"] <= t["ci"][1]
+    assert t["bound"] == "memory" and t["ours_gbps"] > 0
+    assert "ours/ORT" in node.render(rep)
+
+
+def test_judge_names_ort_discrepancy_when_ours_matches_the_expected(tmp_path, lib):
+    """Expected outputs given, ORT's outputs differ from them, ours agree: ORT's discrepancy, exit 0."""
+    model = softmax_model(tmp_path / "sm.onnx", 13, -1, [2, 16])
+    x = np.random.default_rng(3).standard_normal((2, 16)).astype(np.float32)
+    y = softmax_flat(x, 1).astype(np.float32)
+    prob = node.load(model, write_data(tmp_path / "d", [("x", x)], [("y", y)]))
+    info = node.node_info(prob)
+    op, binding = node.bind(prob, info)
+    nop = node.NodeOp(prob, info, op, binding)
+    ours = {"o0": y.copy()}
+    ort_wrong = {"y": np.roll(y, 1, axis=1)}
+    rep = node.Report(node=prob.node_label(), ort_status="ok")
+    node.judge(prob, nop, ours, ort_wrong, rep, op.floor("f32"))
+    assert rep.exit_code == 0 and rep.ort_status == "ort-discrepancy"
+    # and ours wrong against the expected: exit 1 whatever ORT says
+    rep = node.Report(node=prob.node_label(), ort_status="ok")
+    node.judge(prob, nop, {"o0": np.roll(y, 1, axis=1)}, {"y": y}, rep, op.floor("f32"))
+    assert rep.exit_code == 1
+
+
+def test_save_checks_happen_before_any_work(tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "f").write_text("x")
+    model = softmax_model(tmp_path / "m.onnx", 13, -1, [2, 8])
+    with pytest.raises(UsageError, match="not an empty folder"):
+        node.run(model, save_to=str(tmp_path / "full"), timing=False)
