@@ -82,6 +82,14 @@ def test_a_cell_becomes_a_model_ort_runs_to_the_expected_outputs(db, cli_env, tm
     info = json.loads((out / "cell.json").read_text())
     assert info["verdict"] == "loss" and info["seed"] == 1 and info["node"]["op_type"] == "Softmax"
     assert out.stat().st_mode & 0o755 == 0o755  # an ordinary folder, not mkdtemp's private one
+    # replayed with `perfbench node`: our kernel on the exact bytes, judged against the oracle's outputs
+    r = subprocess.run(perfbench_cmd() + ["node", str(out / "model.onnx"), "--data", str(out / "test_data_set_0"),
+                                          "--no-time", "--format", "json"], env=cli_env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["reference"] == "expected outputs" and rep["case"] == "Softmax.batch=1.heads=1.queries=32.keys=4096"
+    assert rep["checks"][0]["err"] <= rep["tol"] and rep["checks"][0]["err_ort"] <= rep["tol"]
 
 
 def test_bf16_cells_keep_their_dtype(db, cli_env, tmp_path):
@@ -93,6 +101,13 @@ def test_bf16_cells_keep_their_dtype(db, cli_env, tmp_path):
     assert ins[0].data_type == TensorProto.BFLOAT16 and outs[0].data_type == TensorProto.BFLOAT16
     note = json.loads((out / "cell.json").read_text())["ort_dtype_note"]
     assert "converted to f32" in note
+    # `perfbench node` replays it: ORT has no bf16 Softmax, so the expected outputs alone judge ours
+    r = subprocess.run(perfbench_cmd() + ["node", str(out / "model.onnx"), "--data", str(out / "test_data_set_0"),
+                                          "--no-time", "--format", "json"], env=cli_env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["ort_status"] == "no-kernel" and rep["reference"] == "expected outputs" and rep["dtype"] == "bf16"
 
 
 def test_a_shared_kv_cache_is_recorded_and_the_model_runs(db, cli_env, tmp_path):

@@ -555,8 +555,8 @@ def repro(ref, filters, out, suite, host_class, db):
     failing or losing cell to someone: DIR/model.onnx, DIR/test_data_set_0/input_K.pb (the exact
     bytes measured) and output_K.pb (the float64 oracle in the cell's dtype), DIR/cell.json (the
     cell key, verdict, ratio, tolerances, the dtype ORT ran, outputs sharing an input's buffer).
-    The filter must select exactly one cell. Replay with any ONNX runtime (`perfbench node`,
-    which runs our kernel on it, is planned).
+    The filter must select exactly one cell. Replay it with our kernel and ORT's:
+    `perfbench node DIR/model.onnx --data DIR/test_data_set_0` (or with any ONNX runtime).
 
     \b
     Example:
