@@ -602,10 +602,16 @@ def judge(prob: Problem, nop: NodeOp, ours: dict, ort_out: dict | None, rep: Rep
         rep.exit_code = EXIT_MISMATCH
     else:
         rep.exit_code = EXIT_OK
-    if ort_bad and rep.ort_status == "ok":
+    # ORT's discrepancy: ORT disagrees with the expected outputs where ours agrees with them
+    discrepant = [n for n in ort_bad if n not in failed]
+    both = [n for n in ort_bad if n in failed]
+    if discrepant and rep.ort_status == "ok":
         rep.ort_status = "ort-discrepancy"
-        rep.ort_message = (f"ORT departs from the expected outputs on {', '.join(ort_bad)} "
-                           f"(err > tol {tol:.3g}); ours is judged against the expected outputs")
+        rep.ort_message = (f"ORT departs from the expected outputs on {', '.join(discrepant)} "
+                           f"(err > tol {tol:.3g}) where ours agrees with them")
+    if both:
+        rep.notes.append(f"ORT disagrees with the expected outputs on {', '.join(both)} as well: check that they "
+                         "were computed with this node's semantics (opset, attributes)")
 
 
 # ------------------------------------------------------------------------------- timing ----
