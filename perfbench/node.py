@@ -38,7 +38,9 @@ from perfbench.ops import ort as ortlib
 from perfbench.ops.base import ELEM_TYPES, Case, GraphSpec, NodeBinding, NodeInfo, NodeUnsupported, Op, to_f64
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_OURS_CANNOT, EXIT_NO_REFERENCE = 0, 1, 2, 3, 4
-TOL_FACTOR = 2.0  # tolerance = TOL_FACTOR x the dtype's floor (the reference is rounded too)
+MAX_GENERATED_BYTES = 4 * 2**30
+TOL_FACTOR = 2.0
+DEFAULT_REPLICATES = 8  # as a suite's default (CONTRACTS §4)  # tolerance = TOL_FACTOR x the dtype's floor (the reference is rounded too)
 SEED = 20261129
 _FLOAT_CODES = {d.onnx: d for d in dtypes.ALL}
 
@@ -121,6 +123,15 @@ def load_model(path: str) -> tuple:
     versions = {("" if o.domain in ("", "ai.onnx") else o.domain): o.version for o in model.opset_import}
     if domain not in versions:
         raise UsageError(f"{path}: the model imports no opset for the node's domain {node.domain or 'ai.onnx'!r}")
+    if not model.graph.output:
+        raise UsageError(f"{path}: the model has no graph outputs: nothing to compare")
+    checked = onnx.ModelProto()
+    checked.CopyFrom(model)
+    checked.ir_version = max(checked.ir_version, 10)  # the checker wants an IR that knows the opset
+    try:  # valid ONNX: known attributes of the right types, consistent shapes and types
+        onnx.checker.check_model(checked, full_check=True)
+    except Exception as e:  # noqa: BLE001
+        raise UsageError(f"{path}: not a valid ONNX model: {str(e).strip().splitlines()[0][:300]}") from e
     return p, model, node, int(versions[domain])
 
 
@@ -232,7 +243,7 @@ def load(model_path: str, data: str | None = None, dims: dict | None = None) -> 
                 _check_fits(name, arr, code, ds, dict(bound), f"--data {f}")
                 prob.expected[name] = arr
     else:
-        for name, code, ds in ginputs:
+        for name, _code, ds in ginputs:
             if ds is None:
                 raise UsageError(f"{path}: input {name!r} has no declared shape; give the inputs with --data DIR")
             missing = [d for d in ds if d is None or (isinstance(d, str) and d not in bound)]
@@ -366,7 +377,7 @@ class NodeOp(Op):
         self.floors = op.floors
         self.bound = op.bound_for(binding.case)
         self._out_shape = {}
-        for name, (idx, shape) in binding.outputs.items():
+        for idx, shape in binding.outputs.values():
             self._out_shape[idx] = tuple(shape)
         self._base_graph = op.graph(binding.case)
         self._base_in_shape = {n: tuple(s) for n, _, s in self._base_graph.inputs if n}
@@ -476,6 +487,7 @@ class Report:
     notes: list = field(default_factory=list)
     exit_code: int = 0
     saved: str | None = None
+    saved_ours_as_expected: bool = False
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -500,8 +512,9 @@ def _worst(ours: np.ndarray, ref: np.ndarray, row: int) -> tuple:
         rms = np.sqrt(np.mean(np.where(np.isfinite(rows), rows, 0.0) ** 2, axis=1, keepdims=True))
         rms = np.maximum(rms, numerics.RMS_FLOOR_FRACTION * math.sqrt(float(np.mean(np.where(np.isfinite(r), r, 0) ** 2))))
         e = np.abs(o - r).reshape(rows.shape) / (np.abs(rows) + rms)
-        bad = ~(np.isfinite(o) == np.isfinite(r)).reshape(rows.shape) | ((~np.isfinite(r)) & (o != r) & ~(np.isnan(o) & np.isnan(r))).reshape(rows.shape)
-        e = np.where(bad, np.inf, np.nan_to_num(e, nan=np.inf))
+        same = ((o == r) | (np.isnan(o) & np.isnan(r))).reshape(rows.shape)  # NaN == NaN, inf == inf
+        bad = (~np.isfinite(o) | ~np.isfinite(r)).reshape(rows.shape) & ~same
+        e = np.where(same, 0.0, np.where(bad, np.inf, np.nan_to_num(e, nan=np.inf)))
     k = int(np.argmax(e))
     return tuple(int(x) for x in np.unravel_index(k, ours.shape)), float(o[k]), float(r[k])
 
@@ -532,6 +545,10 @@ def generate_inputs(prob: Problem, op: Op, binding: NodeBinding, info: NodeInfo,
     missing = [n for n, _, _ in prob.graph_inputs if n not in prob.arrays]
     if not missing:
         return
+    total = sum(math.prod(_input_shape(prob, n)) * _input_dtype(prob, n).itemsize for n in missing)
+    if total > MAX_GENERATED_BYTES:
+        raise UsageError(f"the generated inputs would take {total / 2**30:.1f} GiB (more than "
+                         f"{MAX_GENERATED_BYTES / 2**30:.0f} GiB): smaller --dim values, or give the inputs with --data")
     dt = dtypes.get(info.dtype)
     made = op.make_inputs(binding.case, dt, np.random.default_rng(seed))
     by_index = {idx: name for name, idx in binding.inputs.items()}
@@ -548,38 +565,54 @@ def generate_inputs(prob: Problem, op: Op, binding: NodeBinding, info: NodeInfo,
         prob.arrays[name] = np.ascontiguousarray(arr.reshape(_input_shape(prob, name)))
         prob.generated.append(name)
     for n in missing:
-        if n not in prob.arrays:  # a graph input the node does not read
-            raise UsageError(f"{prob.where}: graph input {n!r} is not read by the node")
+        if n not in prob.arrays:  # a graph input the node does not read: zeros of its declared shape
+            prob.arrays[n] = np.zeros(_input_shape(prob, n), _input_dtype(prob, n))
+            prob.generated.append(n)
 
 
 def judge(prob: Problem, nop: NodeOp, ours: dict, ort_out: dict | None, rep: Report, floor: float) -> None:
-    """Fill rep.checks and the exit code from our outputs against the reference."""
+    """Fill rep.checks and the exit code from our outputs against the reference: the expected
+    outputs when given; else ORT's -- unless ORT departs from the op's float64 oracle by more
+    than 10 x the floor (CONTRACTS §8: the oracle is the truth), then ORT's status is
+    ort-discrepancy and ours is judged against the oracle."""
     rows = nop.row_sizes()
     tol = TOL_FACTOR * floor
-    rep.tol = tol
     name_of = {f"o{j}": n for j, n in enumerate(prob.node.output)}
     graph_out = [n for n, _, _ in prob.graph_outputs]
-    ref = prob.expected if prob.expected is not None else ort_out
-    rep.reference = "expected outputs" if prob.expected is not None else ("ORT" if ort_out is not None else "")
     try:
-        oracle = nop.base.oracle(nop.binding.case, to_f64(nop.op_inputs({f"i{k}": prob.arrays.get(n, prob.initializers.get(n)) for k, n in enumerate(prob.node.input) if n})))
-    except Exception:  # noqa: BLE001 - the oracle is information here, never the judge
+        inputs = {f"i{k}": prob.arrays.get(n, prob.initializers.get(n)) for k, n in enumerate(prob.node.input) if n}
+        oracle = nop.base.oracle(nop.binding.case, to_f64(nop.op_inputs(inputs)))
+    except Exception:  # noqa: BLE001 - the oracle is a second opinion here, never required
         oracle = None
-    failed = []
-    ort_bad = []
+    oracle_of = {}
+    for key, arr in ours.items():
+        base_name = next((b for b, (idx, _) in nop.binding.outputs.items() if f"o{idx}" == key), None)
+        if oracle is not None and base_name in oracle:
+            oracle_of[name_of[key]] = np.asarray(oracle[base_name]).reshape(arr.shape)
+    ref = prob.expected
+    rep.reference = "expected outputs" if ref is not None else ""
+    if ref is None and ort_out is not None:
+        off = [n for n in graph_out if n in oracle_of and ort_out[n].shape == oracle_of[n].shape
+               and not numerics.error(ort_out[n], oracle_of[n], rows[f"o{list(prob.node.output).index(n)}"]) <= 10 * floor]
+        if off and len(oracle_of) == len([n for n in graph_out]):
+            ref, rep.reference = oracle_of, "float64 oracle (ORT departs from it)"
+            rep.ort_status = "ort-discrepancy"
+            rep.ort_message = (f"ORT departs from the op's float64 oracle on {', '.join(off)} by more than 10 x the "
+                               f"floor ({10 * floor:g}); ours is judged against the oracle")
+        else:
+            ref, rep.reference = ort_out, "ORT"
+    rep.tol = tol if ref is not None else None
+    failed, ort_bad = [], []
     for key, arr in ours.items():
         gname = name_of[key]
         if gname not in graph_out:
             continue
         row = rows[key]
         chk = OutputCheck(gname, math.nan)
-        if oracle is not None:
-            base_name = next(b for b, (idx, _) in nop.binding.outputs.items() if f"o{idx}" == key)
-            if base_name in oracle:
-                o64 = np.asarray(oracle[base_name]).reshape(arr.shape)
-                chk.err_oracle_ours = numerics.error(arr, o64, row)
-                if ort_out is not None:
-                    chk.err_oracle_ort = numerics.error(ort_out[gname], o64, row)
+        if gname in oracle_of:
+            chk.err_oracle_ours = numerics.error(arr, oracle_of[gname], row)
+            if ort_out is not None:
+                chk.err_oracle_ort = numerics.error(ort_out[gname], oracle_of[gname], row)
         if ref is not None:
             r = np.asarray(ref[gname])
             if r.shape != arr.shape:
@@ -615,68 +648,108 @@ def judge(prob: Problem, nop: NodeOp, ours: dict, ort_out: dict | None, rep: Rep
 
 
 # ------------------------------------------------------------------------------- timing ----
-def time_node(lib, nop: NodeOp, prob: Problem, rep: Report, threads: int, replicates: int, ort_ok: bool,
-              progress=lambda s: None) -> dict:
-    """The usual warm protocol (interleaved replicates, ORT's differential K-copy estimate) on
-    the node's own inputs; ours alone when ORT cannot run the node."""
+def time_node(lib, nop: NodeOp, prob: Problem, threads: int, replicates: int, progress=lambda s: None) -> dict:
+    """The usual warm protocol of a cell (interleaved replicates, ours in the native loop, ORT's
+    differential K-copy estimate) on the node's own inputs. ORT runs the node in its dtype, else
+    in the op's declared substitute (CONTRACTS §2, as `perfbench run` does); ours is timed alone
+    when ORT runs neither."""
     from perfbench.compare import verdicts
-    from perfbench.timing.protocol import CellOutcome, CellSpec, Harness
+    from perfbench.timing.protocol import CellOutcome, CellSpec, Harness, OrtSideError, OursSideError
 
     dt = dtypes.get(nop.info.dtype)
     inputs = {f"i{k}": prob.arrays.get(n, prob.initializers.get(n)) for k, n in enumerate(prob.node.input) if n}
     spec = CellSpec(op=nop.name, params=[], dtype=dt.name, threads=threads, replicates=replicates)
     h = Harness(lib, progress=lambda phase, **facts: progress(phase))
     graph = nop.graph()
-    shapes = nop.output_shapes()
     out = CellOutcome(isa=lib.isa_active)
-    if ort_ok:
-        h._time_warm(nop, None, dt, dt, graph, shapes, inputs, spec, {"ours": lib}, {"ours": out})
-        v = verdicts.decide("ok", "ok", out.ours_ns, out.ort_ns)
-        ours_med, ort_med = float(np.median(out.ours_ns)), float(np.median(out.ort_ns))
-    else:
-        call = nop.prepare_ours(lib, None, {k: v.copy() for k, v in inputs.items()},
-                                nop.new_outputs(None, dt.numpy, inputs), threads)
-        call.run()
-        one = max(min(call.time_warm(1) for _ in range(3)), 1)
-        iters = int(max(1, math.ceil(3e6 / one)))
-        floor_ns = h.ours_warm_floor(threads)
-        out.ours_ns = [call.time_warm(iters) / iters - floor_ns for _ in range(max(3, replicates))]
-        v, ours_med, ort_med = None, float(np.median(out.ours_ns)), None
-    nbytes = nop.bytes_moved(None, dt)
-    res = {"ours_median_ns": ours_med, "ort_median_ns": ort_med, "replicates": len(out.ours_ns), "K": out.K,
-           "ratio": v.ratio if v else None, "ci": [v.lo, v.hi] if v else None, "verdict": v.verdict if v else None,
-           "verdict_note": v.note if v else "ORT cannot run the node: ours timed alone",
-           "bytes": nbytes, "flops": nop.flops(), "bound": nop.bound,
-           "ours_gbps": nbytes / ours_med if ours_med and ours_med > 0 else None,
-           "ort_gbps": nbytes / ort_med if ort_med and ort_med > 0 else None}
+    try:
+        ort_dt, _ = ortlib.first_session(nop, graph, dt, threads, "off")
+    except Exception:  # noqa: BLE001 - ORT cannot load it in any dtype: ours alone
+        ort_dt = None
+    res = {"ours_median_ns": None, "ort_median_ns": None, "replicates": replicates, "K": None, "ratio": None,
+           "ci": None, "verdict": None, "verdict_note": "", "ort_dtype": ort_dt.name if ort_dt else None,
+           "bytes": nop.bytes_moved(None, dt), "flops": nop.flops(), "bound": nop.bound,
+           "ours_gbps": None, "ort_gbps": None}
+    try:
+        if ort_dt is not None:
+            h._time_warm(nop, None, dt, ort_dt, graph, nop.output_shapes(), inputs, spec, {"ours": lib}, {"ours": out})
+            out.ours_status = out.ort_status = "ok"
+            h._check_resolution(out)
+            v = verdicts.decide(out.ours_status, out.ort_status, out.ours_ns, out.ort_ns)
+            res.update(K=out.K, ratio=v.ratio, ci=[v.lo, v.hi] if v.ratio is not None else None, verdict=v.verdict,
+                       verdict_note=v.note + (f"; ORT ran {ort_dt.name} (no {dt.name} kernel)" if ort_dt != dt else ""))
+            res["ort_median_ns"] = float(np.median(out.ort_ns))
+            if ort_dt != dt:
+                res["ort_gbps"] = nop.bytes_moved(None, ort_dt) / res["ort_median_ns"] if res["ort_median_ns"] > 0 else None
+        else:
+            call = nop.prepare_ours(lib, None, {k: v.copy() for k, v in inputs.items()},
+                                    nop.new_outputs(None, dt.numpy, inputs), threads)
+            call.run()
+            one = max(min(call.time_warm(1) for _ in range(3)), 1)
+            iters = int(max(1, math.ceil(spec.block_ms * 1e6 / one)))
+            floor_ns = h.ours_warm_floor(threads)
+            out.ours_ns = [call.time_warm(iters) / iters - floor_ns for _ in range(replicates)]
+            res["verdict_note"] = "ORT cannot run the node in any dtype: ours timed alone"
+    except (OrtSideError, OursSideError, NativeError) as e:
+        res["verdict_note"] = f"timing failed: {e}"
+        return res
+    res["ours_median_ns"] = float(np.median(out.ours_ns))
+    if res["ours_median_ns"] > 0:
+        res["ours_gbps"] = res["bytes"] / res["ours_median_ns"]
+    if res["ort_median_ns"] and res["ort_gbps"] is None and res["ort_median_ns"] > 0:
+        res["ort_gbps"] = res["bytes"] / res["ort_median_ns"]
     return res
 
 
 # --------------------------------------------------------------------------------- save ----
-def save(prob: Problem, ours: dict, folder: str, data: str | None) -> str:
-    """DIR/model.onnx (the model as given), DIR/input_K.pb (the inputs used), DIR/output_K.pb
-    (our outputs), written to a temporary folder renamed into place."""
-    out = Path(folder)
-    if data is not None and out.resolve() == Path(data).resolve():
+def check_save(folder: str, data: str | None) -> Path:
+    """The --save folder, checked before any work: a new folder (or an empty one), never the
+    --data folder, in a parent that exists."""
+    out = Path(folder).resolve()
+    if data is not None and out == Path(data).resolve():
         raise UsageError(f"--save {folder} is the --data folder: --save writes a new folder, never over the data")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"--save {folder}: exists and is not an empty folder (it writes a new folder)")
-    parent = out.resolve().parent
-    if not parent.is_dir():
-        raise UsageError(f"--save {folder}: the parent folder {parent} does not exist")
-    tmp = Path(tempfile.mkdtemp(prefix=".perfbench-node-", dir=parent))
+    if not out.parent.is_dir():
+        raise UsageError(f"--save {folder}: the parent folder {out.parent} does not exist")
+    return out
+
+
+def save(prob: Problem, ours: dict, reference: dict | None, matched: bool, folder: str, data: str | None) -> str:
+    """DIR/model.onnx (the model, external data inlined), DIR/input_K.pb (the inputs used) and
+    our outputs: as DIR/output_K.pb when they matched the reference (a replay then checks
+    against them), else as DIR/ours_output_K.pb, with the reference (if any) as output_K.pb.
+    Written to a temporary folder, then moved into place."""
+    out = check_save(folder, data)
     try:
-        shutil.copyfile(prob.path, tmp / "model.onnx")
+        tmp = Path(tempfile.mkdtemp(prefix=".perfbench-node-", dir=out.parent))
+    except OSError as e:
+        raise UsageError(f"--save {folder}: cannot write in {out.parent} ({e.strerror})") from e
+    try:
+        onnx.save(prob.model, str(tmp / "model.onnx"))
         for k, (name, _, _) in enumerate(prob.graph_inputs):
             (tmp / f"input_{k}.pb").write_bytes(numpy_helper.from_array(prob.arrays[name], name).SerializeToString())
         name_of = {n: f"o{j}" for j, n in enumerate(prob.node.output)}
         for k, (name, _, _) in enumerate(prob.graph_outputs):
-            arr = ours[name_of[name]]
-            (tmp / f"output_{k}.pb").write_bytes(numpy_helper.from_array(np.ascontiguousarray(arr), name).SerializeToString())
+            arr = np.ascontiguousarray(ours[name_of[name]])
+            mine = numpy_helper.from_array(arr, name).SerializeToString()
+            if matched:
+                (tmp / f"output_{k}.pb").write_bytes(mine)
+                continue
+            (tmp / f"ours_output_{k}.pb").write_bytes(mine)
+            if reference is not None:
+                ref = np.ascontiguousarray(np.asarray(reference[name]).astype(arr.dtype))
+                (tmp / f"output_{k}.pb").write_bytes(numpy_helper.from_array(ref, name).SerializeToString())
         os.chmod(tmp, 0o755)
-        if out.exists():
-            out.rmdir()
-        os.rename(tmp, out)
+        if out.exists():  # an empty folder: move the files in
+            for f in tmp.iterdir():
+                os.rename(f, out / f.name)
+            tmp.rmdir()
+        else:
+            os.rename(tmp, out)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UsageError(f"--save {folder}: {e.strerror or e}") from e
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -685,7 +758,8 @@ def save(prob: Problem, ours: dict, folder: str, data: str | None) -> str:
 
 # ---------------------------------------------------------------------------------- run ----
 def run(model: str, data: str | None = None, dims=None, threads: int = 1, save_to: str | None = None,
-        timing: bool = True, replicates: int = 5, seed: int = SEED, lib=None, progress=lambda s: None) -> Report:
+        timing: bool = True, replicates: int = DEFAULT_REPLICATES, seed: int = SEED, lib=None,
+        progress=lambda s: None) -> Report:
     """The whole command; returns the report (its exit_code is the command's)."""
     if not isinstance(threads, int) or not 1 <= threads <= 256:
         raise UsageError(f"--threads {threads}: expected an integer in 1..256")
@@ -693,43 +767,46 @@ def run(model: str, data: str | None = None, dims=None, threads: int = 1, save_t
         raise UsageError("--replicates must be >= 2 (a CI needs at least two replicates)")
     prob = load(model, data, parse_dims(dims))
     if save_to is not None:  # fail before any work, not after it
-        out = Path(save_to)
-        if (data is not None and out.resolve() == Path(data).resolve()) or (
-                out.exists() and (not out.is_dir() or any(out.iterdir()))):
-            save(prob, {}, save_to, data)  # raises the clear error
+        check_save(save_to, data)
     rep = Report(node=prob.node_label(), threads=threads, notes=list(prob.notes))
     info = node_info(prob)
     rep.dtype = info.dtype
+    op = binding = nop = None
     try:
         op, binding = bind(prob, info)
+        rep.op, rep.case = op.name, binding.case.case_id
+        nop = NodeOp(prob, info, op, binding)
+        nop.graph()  # every input and output type must be one we can bind
     except OursCannot as e:
-        op = binding = None
+        op = binding = nop = None
         rep.ours_status, rep.ours_message = "unsupported", str(e)
     if op is not None:
-        rep.op, rep.case = op.name, binding.case.case_id
-        generate_inputs(prob, op, binding, info, seed)
+        try:
+            generate_inputs(prob, op, binding, info, seed)
+        except MemoryError as e:
+            raise UsageError("not enough memory to generate the inputs: smaller --dim values, or --data") from e
     for name in prob.node.input:
-        if not name:
-            continue
-        src = ("initializer" if name in prob.initializers else "generated" if name in prob.generated else "given")
-        a = prob.initializers.get(name, prob.arrays.get(name))
+        a = prob.initializers.get(name, prob.arrays.get(name)) if name else None
         if a is not None:
+            src = "initializer" if name in prob.initializers else "generated" if name in prob.generated else "given"
             rep.inputs.append((name, src, str(a.dtype), list(a.shape)))
     if op is None and any(n not in prob.arrays for n, _, _ in prob.graph_inputs):
-        rep.notes.append("inputs were not generated (our library cannot run the node); ORT was not run")
+        rep.notes.append("inputs were not generated (our library cannot run the node), so ORT was not run"
+                         + ("; nothing was saved" if save_to else ""))
         rep.exit_code = EXIT_OURS_CANNOT
         return rep
 
     progress("ort: numerics")
     rep.ort_status, rep.ort_message, ort_out = run_ort(prob, threads)
     if op is None:
+        if save_to:
+            rep.notes.append("nothing was saved: our library cannot run the node")
         rep.exit_code = EXIT_OURS_CANNOT
         return rep
 
     if lib is None:
         from perfbench.kernels_ffi import load as load_lib
         lib = load_lib()
-    nop = NodeOp(prob, info, op, binding)
     dt = dtypes.get(info.dtype)
     inputs = {f"i{k}": prob.arrays.get(n, prob.initializers.get(n)) for k, n in enumerate(prob.node.input) if n}
     ours = nop.new_outputs(None, dt.numpy, inputs)
@@ -737,23 +814,25 @@ def run(model: str, data: str | None = None, dims=None, threads: int = 1, save_t
     try:
         nop.prepare_ours(lib, None, {k: v.copy() for k, v in inputs.items()}, ours, threads).run()
     except NativeError as e:
+        # our kernel declining an argument it does not implement: exit 3; any other status is ours failing
         rep.ours_status = "unsupported" if e.status == 2 else "error"
         rep.ours_message = f"our kernel {e.kernel}: {e.message}"
-        rep.exit_code = EXIT_OURS_CANNOT if e.status == 2 else EXIT_USAGE
+        rep.exit_code = EXIT_OURS_CANNOT if e.status == 2 else EXIT_MISMATCH
         return rep
-    except UsageError as e:
+    except UsageError as e:  # the op's wrapper refusing what its from_node accepted: ours failing
         rep.ours_status, rep.ours_message = "error", str(e)
-        rep.exit_code = EXIT_USAGE
+        rep.exit_code = EXIT_MISMATCH
         return rep
     judge(prob, nop, ours, ort_out, rep, op.floor(dt.name))
     if rep.exit_code == EXIT_MISMATCH:
         rep.ours_status = "mismatch"
     if save_to is not None:
-        rep.saved = save(prob, ours, save_to, data)
+        reference = prob.expected if prob.expected is not None else ort_out
+        rep.saved = save(prob, ours, reference, rep.exit_code == EXIT_OK, save_to, data)
+        rep.saved_ours_as_expected = rep.exit_code == EXIT_OK
     if timing and rep.exit_code == EXIT_OK:
         progress("timing")
-        rep.timing = time_node(lib, nop, prob, rep, threads, replicates, ort_ok=rep.ort_status in ("ok", "ort-discrepancy"),
-                               progress=progress)
+        rep.timing = time_node(lib, nop, prob, threads, replicates, progress=progress)
     return rep
 
 
@@ -776,7 +855,8 @@ def render(rep: Report) -> str:
     ort = rep.ort_status + (f": {rep.ort_message}" if rep.ort_message else "")
     lines.append(f"ORT: {ort}")
     if rep.checks:
-        lines.append(f"reference: {rep.reference or 'none'}; tolerance {rep.tol:.3g} (2 x the {rep.dtype} floor)")
+        lines.append(f"reference: {rep.reference}; tolerance {rep.tol:.3g} (2 x the {rep.dtype} floor)" if rep.tol
+                     else "reference: none")
         for c in rep.checks:
             s = (f"  output {c.name}: err(ours vs reference) = {c.err:.3g}" if rep.reference
                  else f"  output {c.name}: no reference")
@@ -790,8 +870,10 @@ def render(rep: Report) -> str:
                 lines.append(f"    worst at index {c.where}: ours {c.ours:.6g}, reference {c.ref:.6g}")
     if rep.timing:
         t = rep.timing
-        lines.append(f"timing ({t['replicates']} replicates, warm, K={t['K']}): ours {_fmt_ns(t['ours_median_ns'])}"
-                     + (f", ORT {_fmt_ns(t['ort_median_ns'])}" if t["ort_median_ns"] is not None else ""))
+        lines.append(f"timing ({t['replicates']} replicates, warm" + (f", ORT K={t['K']} copies" if t["K"] else "")
+                     + f"): ours {_fmt_ns(t['ours_median_ns'])}"
+                     + (f", ORT {_fmt_ns(t['ort_median_ns'])}" if t["ort_median_ns"] is not None else "")
+                     + (f" (ORT in {t['ort_dtype']})" if t["ort_dtype"] and t["ort_dtype"] != rep.dtype else ""))
         if t["ratio"] is not None:
             lines.append(f"  ours/ORT {t['ratio']:.3f} [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}] -> {t['verdict']}"
                          + (f" ({t['verdict_note']})" if t["verdict_note"] else ""))
@@ -803,7 +885,10 @@ def render(rep: Report) -> str:
     for n in rep.notes:
         lines.append(f"note: {n}")
     if rep.saved:
-        lines.append(f"saved the inputs used and our outputs to {rep.saved}/ (replay: perfbench node "
+        what = ("our outputs as output_K.pb" if rep.saved_ours_as_expected else
+                "our outputs as ours_output_K.pb (they did not match" + (", the reference is output_K.pb)"
+                                                                        if rep.reference else ")"))
+        lines.append(f"saved the model, the inputs used and {what} to {rep.saved}/ (replay: perfbench node "
                      f"{rep.saved}/model.onnx --data {rep.saved})")
     verdict = {0: "PASS: ours matches the reference", 1: "FAIL: numerics mismatch",
                2: "ERROR", 3: "CANNOT RUN: our library cannot run this node",

@@ -204,9 +204,114 @@ def test_judge_names_ort_discrepancy_when_ours_matches_the_expected(tmp_path, li
     assert rep.exit_code == 1
 
 
-def test_save_checks_happen_before_any_work(tmp_path):
+def test_save_folder_with_files_is_refused(tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "f").write_text("x")
     model = softmax_model(tmp_path / "m.onnx", 13, -1, [2, 8])
     with pytest.raises(UsageError, match="not an empty folder"):
         node.run(model, save_to=str(tmp_path / "full"), timing=False)
+
+
+def test_save_is_checked_before_ort_or_ours_run(tmp_path, monkeypatch):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "f").write_text("x")
+    model = softmax_model(tmp_path / "m.onnx", 13, -1, [2, 8])
+
+    def boom(*a, **k):
+        raise AssertionError("ORT ran before the --save folder was checked")
+
+    monkeypatch.setattr(node, "run_ort", boom)
+    with pytest.raises(UsageError, match="parent folder .* does not exist"):
+        node.run(model, save_to=str(tmp_path / "nope" / "sub"), timing=False)
+
+
+def test_save_into_an_empty_current_folder(tmp_path, lib, monkeypatch):
+    model = softmax_model(tmp_path / "m.onnx", 13, -1, [2, 8])
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    rep = node.run(model, save_to=".", timing=False, lib=lib)
+    assert rep.exit_code == 0
+    assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["input_0.pb", "model.onnx", "output_0.pb"]
+
+
+def test_a_mismatch_saves_ours_apart_from_the_reference(tmp_path, lib):
+    """Unverified outputs never become the expected ones of a replay."""
+    model = softmax_model(tmp_path / "sm11.onnx", 11, 2, [2, 3, 4, 9])
+    x = np.random.default_rng(1).standard_normal((2, 3, 4, 9)).astype(np.float32)
+    wrong = softmax_flat(x.reshape(-1, 9), 1).reshape(x.shape).astype(np.float32)
+    data = write_data(tmp_path / "bad", [("x", x)], [("y", wrong)])
+    rep = node.run(model, data=data, save_to=str(tmp_path / "s"), timing=False, lib=lib)
+    assert rep.exit_code == 1
+    names = sorted(p.name for p in (tmp_path / "s").iterdir())
+    assert names == ["input_0.pb", "model.onnx", "ours_output_0.pb", "output_0.pb"]
+    _, saved_ref = node.read_tensor(tmp_path / "s" / "output_0.pb")
+    assert np.array_equal(saved_ref, wrong)  # the reference, not ours
+    # a run without any reference keeps ours apart too
+    bf = softmax_model(tmp_path / "bf.onnx", 13, -1, [2, 37], TensorProto.BFLOAT16)
+    rep = node.run(bf, save_to=str(tmp_path / "s2"), timing=False, lib=lib)
+    assert rep.exit_code == 4
+    assert sorted(p.name for p in (tmp_path / "s2").iterdir()) == ["input_0.pb", "model.onnx", "ours_output_0.pb"]
+
+
+def test_unknown_op_with_data_runs_ort_and_still_exits_3(tmp_path):
+    n = helper.make_node("Hardmax", ["x"], ["y"], axis=-1)
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 10
+    onnx.save(m, str(tmp_path / "hm.onnx"))
+    d = write_data(tmp_path / "d", [("x", np.ones((2, 8), np.float32))])
+    r = pb(str(tmp_path / "hm.onnx"), "--data", d)
+    assert r.returncode == 3 and "ORT: ok" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("case,needle", [("attr", "Unrecognized attribute: foo"), ("noout", "no graph outputs")])
+def test_invalid_onnx_is_exit_2(tmp_path, case, needle):
+    attrs = {"axis": -1, "foo": "bar"} if case == "attr" else {"axis": -1}
+    n = helper.make_node("Softmax", ["x"], ["y"], **attrs)
+    outs = [] if case == "noout" else [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])]
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])], outs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 10
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    r = pb(str(tmp_path / "m.onnx"), "--no-time")
+    assert r.returncode == 2 and needle in r.stderr, r.stdout + r.stderr
+
+
+def test_ir14_initializer_input_and_substituted_ort_timing(tmp_path, lib):
+    """onnx >= 1.23 writes IR 14, which ORT 1.31 cannot read: node lowers it. An initializer is used
+    as given. bf16: ORT has no bf16 Softmax, so timing compares with its f32 kernel (CONTRACTS §2)."""
+    x = np.random.default_rng(5).standard_normal((3, 40)).astype(np.float32)
+    n = helper.make_node("Softmax", ["x"], ["y"], axis=-1)
+    g = helper.make_graph([n], "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 40])],
+                          initializer=[numpy_helper.from_array(x, "x")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 14
+    onnx.save(m, str(tmp_path / "init.onnx"))
+    rep = node.run(str(tmp_path / "init.onnx"), timing=False, lib=lib)
+    assert rep.exit_code == 0 and rep.ort_status == "ok", node.render(rep)
+    assert rep.inputs[0][:2] == ("x", "initializer")
+    bf = softmax_model(tmp_path / "bf.onnx", 13, -1, [4, 257], TensorProto.BFLOAT16)
+    from perfbench.dtypes import BF16
+    xb = np.random.default_rng(6).standard_normal((4, 257)).astype(BF16.numpy)
+    yb = softmax_flat(xb.astype(np.float32), 1).astype(BF16.numpy)
+    rep = node.run(bf, data=write_data(tmp_path / "d", [("x", xb)], [("y", yb)]), replicates=2, lib=lib)
+    assert rep.exit_code == 0 and rep.timing["ort_dtype"] == "f32" and rep.timing["ratio"] > 0, node.render(rep)
+
+
+def test_without_expected_an_ort_far_from_the_oracle_is_ort_discrepancy(tmp_path, lib):
+    """No expected outputs: ORT is the reference, unless it departs from the op's float64 oracle
+    by more than 10 x the floor (CONTRACTS §8) -- then ours is judged against the oracle."""
+    model = softmax_model(tmp_path / "sm.onnx", 13, -1, [2, 16])
+    x = np.random.default_rng(3).standard_normal((2, 16)).astype(np.float32)
+    prob = node.load(model, write_data(tmp_path / "d", [("x", x)]))
+    info = node.node_info(prob)
+    op, binding = node.bind(prob, info)
+    nop = node.NodeOp(prob, info, op, binding)
+    y = softmax_flat(x, 1).astype(np.float32)
+    rep = node.Report(node=prob.node_label(), ort_status="ok")
+    node.judge(prob, nop, {"o0": y.copy()}, {"y": np.roll(y, 1, axis=1)}, rep, op.floor("f32"))
+    assert rep.exit_code == 0 and rep.ort_status == "ort-discrepancy" and rep.reference.startswith("float64 oracle")
+    rep = node.Report(node=prob.node_label(), ort_status="ok")
+    node.judge(prob, nop, {"o0": y.copy()}, {"y": y * (1 + 1e-6)}, rep, op.floor("f32"))
+    assert rep.exit_code == 0 and rep.ort_status == "ok" and rep.reference == "ORT"

@@ -23,7 +23,7 @@ from perfbench.cli import cli
               help="Write the inputs used and our outputs to a NEW folder DIR (model.onnx, input_K.pb, "
                    "output_K.pb), to replay: perfbench node DIR/model.onnx --data DIR.")
 @click.option("--no-time", "no_time", is_flag=True, help="Numerics only: skip the timing.")
-@click.option("--replicates", type=int, default=5, show_default=True, help="Timing replicates (interleaved).")
+@click.option("--replicates", type=int, default=8, show_default=True, help="Timing replicates (interleaved), as a suite's default.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def node(model, data, dims, threads, save_to, no_time, replicates, fmt):
     """Run one node of a real model (a single-node ONNX file) through our kernel and ORT's on the

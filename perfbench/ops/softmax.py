@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from perfbench import dtypes
-from perfbench.kernels_ffi import wrappers
 from perfbench.errors import UsageError
+from perfbench.kernels_ffi import wrappers
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
