@@ -73,8 +73,9 @@ def onnx_reference(op_type: str, inputs: list, opset: int, n_outputs: int = 1, *
 
 def node_float_dtype(node: NodeInfo, op: str) -> str:
     if node.dtype not in ("f32", "f16", "bf16"):
-        raise NodeUnsupported(f"{op} on {node.dtype or 'non-float'} tensors: our kernels take float32, float16 and "
-                              "bfloat16 only")
+        first = node.inputs[0][0] if node.inputs and node.inputs[0] is not None else None
+        what = node.dtype or (np.dtype(first).name if first is not None else "non-float")
+        raise NodeUnsupported(f"{op} on {what} tensors: our kernels take float32, float16 and bfloat16 only")
     return node.dtype
 
 
