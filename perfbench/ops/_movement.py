@@ -148,6 +148,7 @@ def table(shape: tuple, dt: dtypes.DType, seed: int) -> np.ndarray:
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=d)
         try:
             os.close(fd)
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; other users may share the cache
             w = np.memmap(tmp, dtype=dt.numpy, mode="w+", shape=shape)
             _generate(shape, dt, seed, w)
             w.flush()
