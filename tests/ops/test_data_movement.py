@@ -441,3 +441,55 @@ def test_from_node_trilu_k_and_upper():
     # an absent optional k (empty name) is no k
     b = op.from_node(_node("Trilu", [(np.float32, x.shape), None]))
     assert b.case.p["k"] == 0 and b.inputs == {"x": 0}
+
+
+NT_SCRIPT = r"""
+import numpy as np, ml_dtypes
+from perfbench.kernels_ffi import load
+from perfbench.kernels_ffi import movement as mvk
+lib = load()
+rng = np.random.default_rng(9)
+
+def misaligned(shape, dt, shift):
+    n = int(np.prod(shape))
+    return np.full(n + 8, np.nan, dt)[shift:shift + n].reshape(shape)
+
+for dt in (np.float32, np.float16, ml_dtypes.bfloat16):
+    for shift in (0, 1, 3):
+        a, b = rng.standard_normal((3, 301, 67)).astype(dt), rng.standard_normal((3, 5, 67)).astype(dt)
+        out = misaligned((3, 306, 67), dt, shift)
+        mvk.concat(lib, [a, b], out, 1, 2).run()
+        assert out.tobytes() == np.concatenate([a, b], 1).tobytes()
+        x = rng.standard_normal((4, 9, 300)).astype(dt)
+        y = misaligned((9, 4, 300), dt, shift)
+        mvk.transpose(lib, x, y, [1, 0, 2], 2).run()
+        assert y.tobytes() == np.ascontiguousarray(x.transpose(1, 0, 2)).tobytes()
+        t = rng.standard_normal((50, 333)).astype(dt)
+        idx = np.array([-1, 0, 49, 7, -50])
+        o = misaligned((5, 333), dt, shift)
+        mvk.gather(lib, t, idx, o, 0, 2).run()
+        assert o.tobytes() == t[idx].tobytes()
+        d = rng.standard_normal((2, 40, 129)).astype(dt)
+        u = rng.standard_normal((2, 129)).astype(dt)
+        o = misaligned(d.shape, dt, shift)
+        mvk.scatter_nd(lib, d, np.array([[0, 39], [1, -40]]), u, o, "none", 2).run()
+        w = d.copy(); w[0, 39] = u[0]; w[1, 0] = u[1]
+        assert o.tobytes() == w.tobytes()
+        x = rng.standard_normal((2, 70, 301)).astype(dt)
+        y = misaligned(x.shape, dt, shift)
+        mvk.trilu(lib, x, y, 0, 100, 2).run()
+        assert y.tobytes() == np.tril(x, 100).tobytes()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("nt_bytes", ["1", "0"])
+def test_streaming_and_plain_copies_at_any_alignment(nt_bytes):
+    """Every output written with non-temporal stores (PERFBENCH_MOVEMENT_NT_BYTES=1) or never
+    (0), at odd alignments: the same bits (the threshold is read once per process)."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PERFBENCH_MOVEMENT_NT_BYTES=nt_bytes)
+    r = subprocess.run([sys.executable, "-c", NT_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -12,23 +12,101 @@
 #include <immintrin.h>
 #endif
 
-/* Copy `bytes` (no overlap): short runs inline in 32-byte moves (a call to memcpy costs as much
- * as moving a 256-byte head row), long ones through memcpy. */
-static inline void pb_mv_copy_bytes(void *dst, const void *src, size_t bytes) {
+#if defined(__AVX2__)
+/* n >= 32 bytes in 32-byte vectors; the last vector may overlap bytes already written (with the
+ * same values: src and dst never overlap) */
+static inline void pb_mv_copy_vec(unsigned char *d, const unsigned char *s, size_t n) {
+    size_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(s + i)), b = _mm256_loadu_si256((const __m256i *)(s + i + 32));
+        __m256i c = _mm256_loadu_si256((const __m256i *)(s + i + 64)), e = _mm256_loadu_si256((const __m256i *)(s + i + 96));
+        _mm256_storeu_si256((__m256i *)(d + i), a);
+        _mm256_storeu_si256((__m256i *)(d + i + 32), b);
+        _mm256_storeu_si256((__m256i *)(d + i + 64), c);
+        _mm256_storeu_si256((__m256i *)(d + i + 96), e);
+    }
+    for (; i + 32 <= n; i += 32) _mm256_storeu_si256((__m256i *)(d + i), _mm256_loadu_si256((const __m256i *)(s + i)));
+    if (i < n) _mm256_storeu_si256((__m256i *)(d + n - 32), _mm256_loadu_si256((const __m256i *)(s + n - 32)));
+}
+
+/* the same with non-temporal stores (whole lines straight to memory, the output does not evict
+ * the input from the caches); the caller fences (pb_mv_fence) before its work is done */
+static inline void pb_mv_stream_vec(unsigned char *d, const unsigned char *s, size_t n) {
+    size_t head = (32 - ((uintptr_t)d & 31)) & 31;
+    if (n < 256 + head) {
+        pb_mv_copy_vec(d, s, n);
+        return;
+    }
+    if (head) pb_mv_copy_vec(d, s, 32); /* an unaligned first vector; streaming starts aligned */
+    size_t i = head;
+    for (; i + 128 <= n; i += 128) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(s + i)), b = _mm256_loadu_si256((const __m256i *)(s + i + 32));
+        __m256i c = _mm256_loadu_si256((const __m256i *)(s + i + 64)), e = _mm256_loadu_si256((const __m256i *)(s + i + 96));
+        _mm256_stream_si256((__m256i *)(d + i), a);
+        _mm256_stream_si256((__m256i *)(d + i + 32), b);
+        _mm256_stream_si256((__m256i *)(d + i + 64), c);
+        _mm256_stream_si256((__m256i *)(d + i + 96), e);
+    }
+    for (; i + 32 <= n; i += 32) _mm256_stream_si256((__m256i *)(d + i), _mm256_loadu_si256((const __m256i *)(s + i)));
+    if (i < n) _mm256_storeu_si256((__m256i *)(d + n - 32), _mm256_loadu_si256((const __m256i *)(s + n - 32)));
+}
+#endif
+
+static inline void pb_mv_fence(int nt) {
+#if defined(__AVX2__)
+    if (nt) _mm_sfence();
+#else
+    (void)nt;
+#endif
+}
+
+/* Copy `bytes` (no overlap). Short runs inline (a call costs as much as moving a 256-byte head
+ * row); long ones in vectors -- glibc's memcpy takes `rep movsb` for them, which moved half as
+ * many bytes per second here -- or, with nt, with non-temporal stores. */
+static inline void pb_mv_copy(void *dst, const void *src, size_t bytes, int nt) {
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+#if defined(__AVX2__)
+    if (bytes >= 32) {
+        if (nt)
+            pb_mv_stream_vec(d, s, bytes);
+        else
+            pb_mv_copy_vec(d, s, bytes);
+        return;
+    }
+#else
+    (void)nt;
     if (bytes > 512) {
         memcpy(dst, src, bytes);
         return;
     }
-    unsigned char *d = (unsigned char *)dst;
-    const unsigned char *s = (const unsigned char *)src;
+    size_t j = 0;
+    for (; j + 32 <= bytes; j += 32) __builtin_memcpy(d + j, s + j, 32);
+    d += j, s += j, bytes -= j;
+#endif
     size_t i = 0;
-    for (; i + 32 <= bytes; i += 32) __builtin_memcpy(d + i, s + i, 32);
     if (i + 16 <= bytes) {
         __builtin_memcpy(d + i, s + i, 16);
         i += 16;
     }
     for (; i + 4 <= bytes; i += 4) __builtin_memcpy(d + i, s + i, 4);
     for (; i < bytes; i++) d[i] = s[i];
+}
+#define pb_mv_copy_bytes(d, s, n) pb_mv_copy((d), (s), (n), 0)
+
+/* Zero `bytes`. */
+static inline void pb_mv_zero(void *dst, size_t bytes) {
+#if defined(__AVX2__)
+    unsigned char *d = (unsigned char *)dst;
+    if (bytes >= 32) {
+        const __m256i z = _mm256_setzero_si256();
+        size_t i = 0;
+        for (; i + 32 <= bytes; i += 32) _mm256_storeu_si256((__m256i *)(d + i), z);
+        if (i < bytes) _mm256_storeu_si256((__m256i *)(d + bytes - 32), z);
+        return;
+    }
+#endif
+    memset(dst, 0, bytes);
 }
 
 #if defined(__AVX2__)
@@ -120,11 +198,7 @@ static void PB_UK(PB_DT, transpose_runs)(const pb_mv_transpose_plan *p, int64_t 
         int64_t span = last_dim - (n > 0 ? idx[n - 1] : 0);
         if (span > t1 - t) span = t1 - t;
         const T *s = x + off;
-        if (run_bytes <= 512) {
-            for (int64_t r = 0; r < span; r++, s += last_stride, y += run) pb_mv_copy_bytes(y, s, run_bytes);
-        } else {
-            for (int64_t r = 0; r < span; r++, s += last_stride, y += run) memcpy(y, s, run_bytes);
-        }
+        for (int64_t r = 0; r < span; r++, s += last_stride, y += run) pb_mv_copy(y, s, run_bytes, p->nt);
         t += span;
         if (t >= t1 || n == 0) break;
         /* carry */
@@ -137,6 +211,7 @@ static void PB_UK(PB_DT, transpose_runs)(const pb_mv_transpose_plan *p, int64_t 
             off += p->src_stride[i - 1];
         }
     }
+    pb_mv_fence(p->nt);
 }
 
 /* One (rows, cols) block: dst[j*ds + i] = src[i*ss + j] */
@@ -203,7 +278,7 @@ static void PB_UK(PB_DT, transpose_tiles)(const pb_mv_transpose_plan *p, int64_t
 }
 
 /* ---- Gather ---- */
-static void PB_UK(PB_DT, gather)(const pb_gather_args *a, int64_t r0, int64_t r1) {
+static void PB_UK(PB_DT, gather)(const pb_gather_args *a, int64_t r0, int64_t r1, int32_t nt) {
     const int64_t n = a->n_indices, inner = a->inner, dim = a->axis_dim;
     const size_t row_bytes = (size_t)inner * sizeof(T);
     const T *data = (const T *)a->data;
@@ -217,12 +292,13 @@ static void PB_UK(PB_DT, gather)(const pb_gather_args *a, int64_t r0, int64_t r1
         if (inner == 1)
             *out = *src;
         else
-            pb_mv_copy_bytes(out, src, row_bytes);
+            pb_mv_copy(out, src, row_bytes, nt);
     }
+    pb_mv_fence(nt);
 }
 
 /* ---- Concat ---- */
-static void PB_UK(PB_DT, concat)(const pb_concat_args *a, const int64_t *offsets, int64_t e0, int64_t e1) {
+static void PB_UK(PB_DT, concat)(const pb_concat_args *a, const int64_t *offsets, int64_t e0, int64_t e1, int32_t nt) {
     const int64_t row = offsets[a->n_inputs];
     T *out = (T *)a->output;
     int64_t e = e0;
@@ -235,7 +311,7 @@ static void PB_UK(PB_DT, concat)(const pb_concat_args *a, const int64_t *offsets
         if (take > e1 - e) take = e1 - e;
         if (take > 0) {
             const T *src = (const T *)a->inputs[j] + o * piece + (w - offsets[j]);
-            pb_mv_copy_bytes(out + e, src, (size_t)take * sizeof(T));
+            pb_mv_copy(out + e, src, (size_t)take * sizeof(T), nt);
         }
         e += take;
         w += take;
@@ -246,6 +322,7 @@ static void PB_UK(PB_DT, concat)(const pb_concat_args *a, const int64_t *offsets
         }
         while (j + 1 < a->n_inputs && offsets[j + 1] <= w) j++; /* past this piece and empty ones */
     }
+    pb_mv_fence(nt);
 }
 
 /* ---- ScatterND reductions ---- */
@@ -278,7 +355,7 @@ static void PB_UK(PB_DT, reduce)(void *dstv, const void *srcv, int64_t n, int32_
 }
 
 /* ---- Trilu ---- */
-static void PB_UK(PB_DT, trilu)(const pb_trilu_args *a, int64_t r0, int64_t r1) {
+static void PB_UK(PB_DT, trilu)(const pb_trilu_args *a, int64_t r0, int64_t r1, int32_t nt) {
     const int64_t c = a->cols;
     const T *x = (const T *)a->x;
     T *y = (T *)a->y;
@@ -287,10 +364,14 @@ static void PB_UK(PB_DT, trilu)(const pb_trilu_args *a, int64_t r0, int64_t r1) 
         int64_t lo, hi;
         pb_mv_trilu_keep(a, r % a->rows, &lo, &hi);
         T *yr = y + r * c;
-        if (lo > 0) memset(yr, 0, (size_t)lo * sizeof(T));
-        if (!in_place && hi > lo) pb_mv_copy_bytes(yr + lo, x + r * c + lo, (size_t)(hi - lo) * sizeof(T));
-        if (hi < c) memset(yr + hi, 0, (size_t)(c - hi) * sizeof(T));
+        if (lo > 0) pb_mv_zero(yr, (size_t)lo * sizeof(T));
+        if (!in_place && hi > lo) pb_mv_copy(yr + lo, x + r * c + lo, (size_t)(hi - lo) * sizeof(T), nt);
+        if (hi < c) pb_mv_zero(yr + hi, (size_t)(c - hi) * sizeof(T));
     }
+    pb_mv_fence(nt);
 }
 
-static void PB_UK(PB_DT, copy)(void *dst, const void *src, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(T)); }
+static void PB_UK(PB_DT, copy)(void *dst, const void *src, int64_t n, int32_t nt) {
+    pb_mv_copy(dst, src, (size_t)n * sizeof(T), nt);
+    pb_mv_fence(nt);
+}

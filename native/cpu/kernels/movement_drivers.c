@@ -5,6 +5,7 @@
  * read or write out of bounds. Work is split over the pool in contiguous ranges, with enough
  * bytes per thread that waking a worker pays. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../internal.h"
@@ -15,8 +16,8 @@
         if (rc_ != PB_OK) return rc_; \
     } while (0)
 
-/* Bytes (read + written) one thread should get before another is worth waking (~5-10 us). */
-#define PB_MV_GRAIN_BYTES (256 * 1024)
+/* Bytes (read + written) one thread should get before another is worth waking (~10-20 us). */
+#define PB_MV_GRAIN_BYTES (512 * 1024)
 /* Elements per work item of plain copies (Concat, ScatterND's copy of data). */
 #define PB_MV_CHUNK 16384
 /* Overflow guard for element counts: bytes must fit in int64 with room to spare. */
@@ -24,6 +25,22 @@
 #define PB_MV_MAX_INPUTS 1024
 
 static const pb_movement_table *mv(void) { return pb_active_isa()->movement; }
+
+/* Outputs of at least this many bytes are written with non-temporal stores: they would not stay
+ * in the caches anyway, and streaming them leaves the input there (copies here: 2x the bytes
+ * per second from 16 MB on). $PERFBENCH_MOVEMENT_NT_BYTES overrides it (0: never). The cache
+ * sizes the OS reports are not trusted for this (a VM reported a 256 MB L3). */
+#define PB_MV_NT_BYTES (8 << 20)
+static int64_t nt_bytes(void) {
+    static int64_t v = -1;
+    if (v < 0) {
+        const char *e = getenv("PERFBENCH_MOVEMENT_NT_BYTES");
+        long long x = e && *e ? atoll(e) : (long long)PB_MV_NT_BYTES;
+        v = x > 0 ? (int64_t)x : INT64_MAX;
+    }
+    return v;
+}
+static int32_t use_nt(int64_t out_bytes) { return out_bytes >= nt_bytes(); }
 
 static int check_args(const void *args, const char *k) {
     if (args == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: args is NULL", k);
@@ -55,17 +72,19 @@ typedef struct {
     char *dst;
     int64_t n;
     size_t es;
+    int32_t nt;
 } copy_ctx;
 
 static void copy_range(void *ctx, int64_t t0, int64_t t1) {
     copy_ctx *c = (copy_ctx *)ctx;
     int64_t e0 = t0 * PB_MV_CHUNK, e1 = t1 * PB_MV_CHUNK < c->n ? t1 * PB_MV_CHUNK : c->n;
-    c->uk(c->dst + (size_t)e0 * c->es, c->src + (size_t)e0 * c->es, e1 - e0);
+    c->uk(c->dst + (size_t)e0 * c->es, c->src + (size_t)e0 * c->es, e1 - e0, c->nt);
 }
 
 static int parallel_copy(const pb_exec *ex, int32_t dtype, void *dst, const void *src, int64_t n) {
     if (n <= 0) return PB_OK;
-    copy_ctx c = {mv()->copy[pb_dtype_index(dtype)], (const char *)src, (char *)dst, n, pb_dtype_size(dtype)};
+    copy_ctx c = {mv()->copy[pb_dtype_index(dtype)], (const char *)src, (char *)dst, n, pb_dtype_size(dtype), 0};
+    c.nt = use_nt(n * (int64_t)c.es);
     int64_t chunks = (n + PB_MV_CHUNK - 1) / PB_MV_CHUNK;
     return pb_parallel_for(threads_for_bytes(ex, 2 * n * (int64_t)c.es), chunks, copy_range, &c);
 }
@@ -158,6 +177,7 @@ int pb_transpose(const void *args) {
             p.src_stride[g] = is[perm3[g]];
         }
         items = total / p.run;
+        p.nt = use_nt((int64_t)bytes);
         c.uk = mv()->transpose_runs[di];
     } else {
         /* the last input axis moves: (rows, cols) tiles between the input axis that becomes the
@@ -190,11 +210,12 @@ int pb_transpose(const void *args) {
 typedef struct {
     pb_mv_gather_ukernel uk;
     const pb_gather_args *a;
+    int32_t nt;
 } gather_ctx;
 
 static void gather_range(void *ctx, int64_t r0, int64_t r1) {
     gather_ctx *c = (gather_ctx *)ctx;
-    c->uk(c->a, r0, r1);
+    c->uk(c->a, r0, r1, c->nt);
 }
 
 int pb_gather(const void *args) {
@@ -231,7 +252,7 @@ int pb_gather(const void *args) {
     if (overlap(a->output, (size_t)out_n * es, a->data, (size_t)data_n * es) ||
         overlap(a->output, (size_t)out_n * es, a->indices, ib))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: output overlaps data or indices", k);
-    gather_ctx c = {mv()->gather[pb_dtype_index(a->dtype)], a};
+    gather_ctx c = {mv()->gather[pb_dtype_index(a->dtype)], a, use_nt(out_n * (int64_t)es)};
     return pb_parallel_for(threads_for_bytes(&a->exec, 2 * out_n * (int64_t)es), rows, gather_range, &c);
 }
 
@@ -241,12 +262,13 @@ typedef struct {
     const pb_concat_args *a;
     const int64_t *offsets;
     int64_t total;
+    int32_t nt;
 } concat_ctx;
 
 static void concat_range(void *ctx, int64_t t0, int64_t t1) {
     concat_ctx *c = (concat_ctx *)ctx;
     int64_t e1 = t1 * PB_MV_CHUNK < c->total ? t1 * PB_MV_CHUNK : c->total;
-    c->uk(c->a, c->offsets, t0 * PB_MV_CHUNK, e1);
+    c->uk(c->a, c->offsets, t0 * PB_MV_CHUNK, e1, c->nt);
 }
 
 int pb_concat(const void *args) {
@@ -284,7 +306,7 @@ int pb_concat(const void *args) {
         if (overlap(a->inputs[j], in_bytes, a->output, (size_t)total * es))
             return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: inputs[%d] overlaps the output", k, j);
     }
-    concat_ctx c = {mv()->concat[pb_dtype_index(a->dtype)], a, offsets, total};
+    concat_ctx c = {mv()->concat[pb_dtype_index(a->dtype)], a, offsets, total, use_nt(total * (int64_t)es)};
     int64_t chunks = (total + PB_MV_CHUNK - 1) / PB_MV_CHUNK;
     return pb_parallel_for(threads_for_bytes(&a->exec, 2 * total * (int64_t)es), chunks, concat_range, &c);
 }
@@ -382,11 +404,12 @@ int pb_scatter_nd(const void *args) {
 typedef struct {
     pb_mv_trilu_ukernel uk;
     const pb_trilu_args *a;
+    int32_t nt;
 } trilu_ctx;
 
 static void trilu_range(void *ctx, int64_t r0, int64_t r1) {
     trilu_ctx *c = (trilu_ctx *)ctx;
-    c->uk(c->a, r0, r1);
+    c->uk(c->a, r0, r1, c->nt);
 }
 
 int pb_trilu(const void *args) {
@@ -407,6 +430,6 @@ int pb_trilu(const void *args) {
     const size_t bytes = (size_t)total * pb_dtype_size(a->dtype);
     if (a->x != a->y && overlap(a->x, bytes, a->y, bytes))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: x and y overlap partially (in place needs y == x)", k);
-    trilu_ctx c = {mv()->trilu[pb_dtype_index(a->dtype)], a};
+    trilu_ctx c = {mv()->trilu[pb_dtype_index(a->dtype)], a, use_nt((int64_t)bytes) && a->x != a->y};
     return pb_parallel_for(threads_for_bytes(&a->exec, 2 * (int64_t)bytes), nrows, trilu_range, &c);
 }
