@@ -31,7 +31,6 @@ from perfbench import dtypes, ops
 from perfbench import filters as filt
 from perfbench.errors import UsageError
 from perfbench.ops import ort as ort_ops
-from perfbench.ops.base import to_f64
 from perfbench.store import models as m
 from perfbench.store import repo
 
@@ -72,7 +71,7 @@ def write(cell: m.Cell, out: Path) -> dict:
                          "measured. Measure the cell again and repro that run.")
     inputs = op.make_inputs(case, dt, np.random.default_rng(cell.seed))
     graph = op.graph(case)
-    oracle = op.oracle(case, to_f64(inputs))
+    oracle = op.oracle(case, op.oracle_inputs(case, inputs))
     names_in = [n for n, _, _ in graph.inputs if n]
     names_out = [o[0] for o in graph.outputs if o[0]]
     out_types = op.output_dtypes(case, dt.numpy)

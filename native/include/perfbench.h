@@ -224,6 +224,96 @@ int pb_multi_head_attention(const void *args);
 
 /* ---- data_movement.toml: Transpose, Gather, Concat, ScatterND, Trilu ---- */
 /* PB_GROUP_MOVEMENT_BEGIN */
+/* Pure data movement: results are bit-exact copies of input elements (ScatterND's reductions
+ * excepted: computed in f32, rounded once per update). Element types f32, f16, bf16. */
+#define PB_MOVEMENT_MAX_RANK 8
+#define PB_INDEX_INT32 6 /* ONNX TensorProto codes of index tensors */
+#define PB_INDEX_INT64 7
+
+/* Transpose: y = x.transpose(perm), rank 1..PB_MOVEMENT_MAX_RANK (ONNX Transpose): output axis
+ * i is input axis perm[i]; x and y must not overlap. */
+typedef struct pb_transpose_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t rank;
+    int64_t shape[8]; /* input shape */
+    int32_t perm[8];
+    const void *x;
+    void *y;
+} pb_transpose_args;
+int pb_transpose(const void *args);
+
+/* Gather (ONNX, any axis): data viewed as (outer, axis_dim, inner), output (outer, n_indices,
+ * inner) with output[o, i, :] = data[o, indices[i], :]. Negative indices count from the end
+ * (ONNX); an index outside [-axis_dim, axis_dim) is an error (nothing is read out of bounds). */
+typedef struct pb_gather_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t index_type; /* PB_INDEX_INT64 or PB_INDEX_INT32 */
+    int64_t outer;
+    int64_t axis_dim;
+    int64_t inner;
+    int64_t n_indices;
+    const void *data;
+    const void *indices;
+    void *output;
+} pb_gather_args;
+int pb_gather(const void *args);
+
+/* Concat (ONNX, any axis): input j viewed as (outer, extents[j], inner), output (outer,
+ * sum of extents, inner). Inputs must not overlap the output. */
+typedef struct pb_concat_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t n_inputs; /* 1..1024 */
+    int64_t outer;
+    int64_t inner;
+    const int64_t *extents; /* n_inputs */
+    const void **inputs;    /* n_inputs pointers */
+    void *output;
+} pb_concat_args;
+int pb_concat(const void *args);
+
+/* ScatterND (ONNX): output = data with the slices selected by indices replaced (reduction
+ * none) or combined with the updates (add, mul, max, min; applied in index order, computed in
+ * f32 and rounded to the element type once per update). data (shape[0..rank)), indices int64
+ * (n_updates, k) addressing the first k axes (negative values count from the end), updates
+ * (n_updates, prod(shape[k..rank))). output may be data itself (in place); else a copy of data
+ * is written first. An index out of range is an error, nothing is written out of bounds. */
+#define PB_REDUCTION_NONE 0
+#define PB_REDUCTION_ADD 1
+#define PB_REDUCTION_MUL 2
+#define PB_REDUCTION_MAX 3
+#define PB_REDUCTION_MIN 4
+typedef struct pb_scatter_nd_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t reduction; /* PB_REDUCTION_* */
+    int32_t rank;      /* 1..PB_MOVEMENT_MAX_RANK */
+    int32_t k;         /* 1..rank */
+    int64_t shape[8];
+    int64_t n_updates;
+    const int64_t *indices;
+    const void *data;
+    const void *updates;
+    void *output;
+} pb_scatter_nd_args;
+int pb_scatter_nd(const void *args);
+
+/* Trilu (ONNX): a batch of (rows, cols) matrices; upper=1 keeps elements with col - row >= k,
+ * upper=0 keeps col - row <= k; the rest become zero. y may be x (in place). */
+typedef struct pb_trilu_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t upper;
+    int64_t k;
+    int64_t batch;
+    int64_t rows;
+    int64_t cols;
+    const void *x;
+    void *y;
+} pb_trilu_args;
+int pb_trilu(const void *args);
 /* PB_GROUP_MOVEMENT_END */
 
 /* ---- onnx_attention.toml: ai.onnx Attention and RotaryEmbedding (opset 23) ---- */

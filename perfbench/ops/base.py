@@ -268,6 +268,12 @@ class Op:
         """float64 outputs from float64 inputs."""
         raise NotImplementedError
 
+    def oracle_inputs(self, case: Case, inputs: dict) -> dict:
+        """What oracle (and the mutants) take: the inputs upcast to float64. An op may keep a large
+        read-only input in its own dtype (Gather's embedding table: only the rows it gathers are
+        upcast, not 1 GB of table per cell)."""
+        return to_f64(inputs)
+
     def row_sizes(self, case: Case) -> dict:
         """Per output: elements per normalization row (trailing, contiguous)."""
         raise NotImplementedError

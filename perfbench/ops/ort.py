@@ -91,6 +91,19 @@ def is_missing_kernel(exc: Exception) -> bool:
     return "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text
 
 
+def _element_type(a: np.ndarray):
+    """What IOBinding takes as an array's element type: the numpy dtype, or the ONNX code for
+    bfloat16 (ORT's Python binding does not know ml_dtypes' bfloat16)."""
+    return dtypes.BF16.onnx if a.dtype == dtypes.BF16.numpy else a.dtype
+
+
+def _ortvalue(a: np.ndarray) -> ort.OrtValue:
+    """An OrtValue over the array's own memory (no copy; read-only arrays included)."""
+    if a.dtype == dtypes.BF16.numpy:
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a, dtypes.BF16.onnx)
+    return ort.OrtValue.ortvalue_from_numpy(a)
+
+
 class Bound:
     """A session with inputs and every output bound through IOBinding; K outputs of one name
     share one buffer (distinct buffers would inflate write-heavy ops)."""
@@ -106,7 +119,7 @@ class Bound:
         for name, _, _ in spec.inputs:
             if not name:
                 continue
-            value = ort.OrtValue.ortvalue_from_numpy(inputs[name])
+            value = _ortvalue(inputs[name])
             self._keep.append(value)
             for k in range(copies):
                 self.binding.bind_ortvalue_input(f"{name}__{k}", value)
@@ -116,7 +129,7 @@ class Bound:
                 continue
             buf = outputs[name]
             for k in range(copies):
-                self.binding.bind_output(f"{name}__{k}", "cpu", 0, buf.dtype, list(buf.shape), buf.ctypes.data)
+                self.binding.bind_output(f"{name}__{k}", "cpu", 0, _element_type(buf), list(buf.shape), buf.ctypes.data)
         # Bound methods looked up once: the timed call is one Python call into ORT. (No
         # RunOptions: passing one costs ~70 us per run with ORT 1.31's Python binding here.)
         self._run = self.session.run_with_iobinding
@@ -207,6 +220,14 @@ def run_case(op, case, inputs: dict, dt: dtypes.DType, threads: int = 1, spin: s
 
 
 def to_ort_dtype(arrays: dict, dtype: dtypes.DType) -> dict:
-    """Float arrays converted (exactly, when widening) to the ORT dtype; integers untouched."""
+    """Float arrays converted (exactly, when widening) to the ORT dtype; integers untouched.
+    Read-only arrays already in that dtype are shared, not copied (no side can write them: a
+    large read-only table, e.g. Gather's memory-mapped embedding table, stays one copy)."""
     floats = {d.numpy for d in dtypes.ALL}
-    return {k: (np.ascontiguousarray(v.astype(dtype.numpy)) if v.dtype in floats else v) for k, v in arrays.items()}
+
+    def conv(v):
+        if v.dtype not in floats or (v.dtype == dtype.numpy and not v.flags.writeable):
+            return v
+        return np.ascontiguousarray(v.astype(dtype.numpy))
+
+    return {k: conv(v) for k, v in arrays.items()}

@@ -14,7 +14,6 @@ import numpy as np
 
 from perfbench import dtypes, numerics
 from perfbench.ops import ort as ortlib
-from perfbench.ops.base import to_f64
 
 
 @dataclass
@@ -37,7 +36,7 @@ def judge(lib, op, case, dtype: str, seed: int) -> list[Verdict]:
     """Our kernel and every applicable mutant of `op` on one (case, dtype), through the gate."""
     dt = dtypes.get(dtype)
     inputs = op.make_inputs(case, dt, np.random.default_rng(seed))
-    x64 = to_f64(inputs)
+    x64 = op.oracle_inputs(case, inputs)
     oracle = op.oracle(case, x64)
     rows = op.row_sizes(case)
     floor = op.floor(dt.name)

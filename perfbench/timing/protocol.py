@@ -39,7 +39,7 @@ from perfbench import ops as ops_pkg
 from perfbench.errors import NativeError, UsageError
 from perfbench.kernels_ffi import EvictBuffer, wrappers
 from perfbench.ops import ort as ortlib
-from perfbench.ops.base import GraphSpec, to_f64
+from perfbench.ops.base import GraphSpec
 from perfbench.timing.caches import last_level_bytes
 
 SPIN_ON_US = 100  # our pool's spin time under the "on" policy
@@ -192,7 +192,7 @@ class Harness:
         for lib in libs.values():
             lib.set_spin(SPIN_ON_US if spec.spin == "on" else 0)
         self.progress("harness: oracle")
-        oracle = op.oracle(case, to_f64(inputs))
+        oracle = op.oracle(case, op.oracle_inputs(case, inputs))
         floor = op.floor(dt.name)
         shared.floor = floor
 
@@ -326,14 +326,14 @@ class Harness:
                 # no build is favoured by where its arrays happened to land (4K aliasing between
                 # inputs and outputs differs with their page offsets; A/A showed a steady ~6% on
                 # one cell when they were left to the allocator)
-                mine = {k: _page_aligned(v) for k, v in inputs.items()}
+                mine = {k: _fresh_copy(v, _page_aligned) for k, v in inputs.items()}
                 ours_out = {n: (o if any(o is x for x in mine.values()) else _page_aligned(np.empty_like(o)))
                             for n, o in op.new_outputs(case, dt.numpy, mine).items()}
             else:
-                mine = {k: v.copy() for k, v in inputs.items()}
+                mine = {k: _fresh_copy(v) for k, v in inputs.items()}
                 ours_out = op.new_outputs(case, dt.numpy, mine)
             calls[label] = op.prepare_ours(lib, case, mine, ours_out, spec.threads, device=spec.device)
-        theirs = ortlib.to_ort_dtype(inputs, ort_dt) if ort_dt.name != dt.name else {k: v.copy() for k, v in inputs.items()}
+        theirs = ortlib.to_ort_dtype(inputs, ort_dt) if ort_dt.name != dt.name else {k: _fresh_copy(v) for k, v in inputs.items()}
         ort_out = op.new_outputs(case, ort_dt.numpy, theirs)
         bound = {}
         with ort_side():
@@ -490,6 +490,12 @@ def ours_side(label: str):
         yield
     except NativeError as e:
         raise OursSideError(label, e) from e
+
+
+def _fresh_copy(a: np.ndarray, copy=np.copy) -> np.ndarray:
+    """A replicate's fresh buffer for input `a`; read-only inputs (no side can write them, e.g.
+    Gather's memory-mapped embedding table of up to 1 GB) are shared, not copied."""
+    return a if not a.flags.writeable else copy(a)
 
 
 def _page_aligned(a: np.ndarray) -> np.ndarray:

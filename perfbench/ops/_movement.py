@@ -1,0 +1,161 @@
+"""Shared helpers of the data-movement ops (Transpose, Gather, Concat, ScatterND, Trilu):
+shape strings in case ids, the float64 ONNX reference of one node, the node checks of
+from_node, and Gather's embedding tables (generated once per seed into a read-only
+memory-mapped cache file that every worker process maps)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from perfbench import dtypes
+from perfbench.errors import UsageError
+from perfbench.ops.base import NodeInfo, NodeUnsupported
+
+MAX_RANK = 8  # what the kernels take (PB_MOVEMENT_MAX_RANK)
+TABLE_CAP_BYTES = 1 << 30  # Gather tables: at most 1 GiB in the widest dtype (f32)
+MEMMAP_MIN_BYTES = 16 << 20  # tables from this size on live in the cache file
+TABLE_VERSION = 1  # bump when the table generator changes (part of the file name)
+
+
+# ---- shapes in case ids ----------------------------------------------------------------------
+
+def parse_shape(text: str, where: str, what: str = "shape") -> tuple:
+    """'1x128x32x128' -> (1, 128, 32, 128); every dimension >= 1, rank 1..MAX_RANK."""
+    try:
+        dims = tuple(int(t) for t in str(text).split("x"))
+    except ValueError:
+        raise UsageError(f"{where}: {what}={text!r} must be dimensions joined by 'x', e.g. '1x128x32x128'") from None
+    if not 1 <= len(dims) <= MAX_RANK or any(d < 1 for d in dims):
+        raise UsageError(f"{where}: {what}={text!r} needs 1..{MAX_RANK} dimensions, each >= 1")
+    return dims
+
+
+def shape_str(shape) -> str:
+    return "x".join(str(int(d)) for d in shape)
+
+
+def prod(dims) -> int:
+    return int(np.prod(dims, dtype=np.int64)) if len(dims) else 1
+
+
+# ---- the float64 reference of one ONNX node --------------------------------------------------
+
+def onnx_reference(op_type: str, inputs: list, opset: int, n_outputs: int = 1, **attrs) -> list:
+    """onnx.reference's evaluation of one ai.onnx node: float arrays go in as float64, integer
+    arrays as they are (None: an absent optional input)."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    names, vinfo, feeds = [], [], {}
+    for i, a in enumerate(inputs):
+        if a is None:
+            names.append("")
+            continue
+        a = np.asarray(a)
+        if a.dtype.kind == "f" or a.dtype in {d.numpy for d in dtypes.ALL}:
+            a = a.astype(np.float64)
+        n = f"in{i}"
+        names.append(n)
+        vinfo.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)))
+        feeds[n] = a
+    outs = [f"out{j}" for j in range(n_outputs)]
+    graph = helper.make_graph([helper.make_node(op_type, names, outs, **attrs)], op_type.lower(), vinfo,
+                              [helper.make_tensor_value_info(o, TensorProto.DOUBLE, None) for o in outs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return ReferenceEvaluator(model).run(None, feeds)
+
+
+# ---- from_node helpers -----------------------------------------------------------------------
+
+def node_float_dtype(node: NodeInfo, op: str) -> str:
+    if node.dtype not in ("f32", "f16", "bf16"):
+        first = node.inputs[0][0] if node.inputs and node.inputs[0] is not None else None
+        what = node.dtype or (np.dtype(first).name if first is not None else "non-float")
+        raise NodeUnsupported(f"{op} on {what} tensors: our kernels take float32, float16 and bfloat16 only")
+    return node.dtype
+
+
+def node_inputs(node: NodeInfo, op: str, lo: int, hi: int) -> list:
+    """The node's inputs (dtype, shape) after checking their count is lo..hi (ONNX)."""
+    n = len(node.inputs)
+    while n and node.inputs[n - 1] is None:  # trailing absent optionals
+        n -= 1
+    if not lo <= n <= hi:
+        raise UsageError(f"{op} node has {n} inputs, ONNX expects {lo}" + (f"..{hi}" if hi != lo else ""))
+    for i in range(lo):
+        if node.inputs[i] is None:
+            raise UsageError(f"{op} node: required input {i} is absent")
+    return list(node.inputs[:n])
+
+
+def node_shape(node: NodeInfo, index: int, op: str) -> tuple:
+    shape = tuple(int(d) for d in node.inputs[index][1])
+    if any(d == 0 for d in shape):
+        raise NodeUnsupported(f"{op} on an empty tensor (input {index} has shape {shape}): not implemented")
+    return shape
+
+
+def node_axis(node: NodeInfo, op: str, rank: int, default: int | None = 0) -> int:
+    axis = node.attr("axis", default)
+    if axis is None:
+        raise UsageError(f"{op} node has no axis attribute (ONNX requires it)")
+    if not -rank <= int(axis) < rank:
+        raise UsageError(f"{op} node: axis={axis} is outside [-{rank}, {rank}) for rank {rank}")
+    return int(axis) % rank
+
+
+# ---- Gather's embedding tables ---------------------------------------------------------------
+
+def cache_dir() -> Path:
+    """Where large generated inputs live: $PERFBENCH_CACHE_DIR, else build/cache of this
+    checkout (git-ignored)."""
+    env = os.environ.get("PERFBENCH_CACHE_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "build" / "cache"
+
+
+def _generate(shape: tuple, dt: dtypes.DType, seed: int, out: np.ndarray) -> None:
+    """N(0, 1) values (drawn in float32, rounded to dt), written row block by row block so the
+    whole table is never held twice; the same blocks whether `out` is a file or memory."""
+    rng = np.random.default_rng(seed)
+    flat = out.reshape(-1, shape[-1])
+    step = max(1, (4 << 20) // shape[-1])
+    for r in range(0, flat.shape[0], step):
+        block = rng.standard_normal((min(step, flat.shape[0] - r), shape[-1]), dtype=np.float32)
+        flat[r:r + block.shape[0]] = block.astype(dt.numpy)
+
+
+def table(shape: tuple, dt: dtypes.DType, seed: int) -> np.ndarray:
+    """A read-only N(0, 1) table of `shape` in dt, the same bytes for the same (shape, dtype,
+    seed). From MEMMAP_MIN_BYTES on it is generated once into a cache file (written to a
+    temporary name, then renamed into place: two workers may race, neither sees half a file)
+    and memory-mapped read-only, so every worker process shares the same pages and no cell
+    regenerates or copies it."""
+    shape = tuple(int(d) for d in shape)
+    nbytes = prod(shape) * dt.itemsize
+    if nbytes < MEMMAP_MIN_BYTES:
+        a = np.empty(shape, dt.numpy)
+        _generate(shape, dt, seed, a)
+        a.flags.writeable = False
+        return a
+    d = cache_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"table-v{TABLE_VERSION}-{shape_str(shape)}-{dt.name}-{seed:016x}.bin"
+    if not path.exists() or path.stat().st_size != nbytes:
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=d)
+        try:
+            os.close(fd)
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; other users may share the cache
+            w = np.memmap(tmp, dtype=dt.numpy, mode="w+", shape=shape)
+            _generate(shape, dt, seed, w)
+            w.flush()
+            del w
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    return np.memmap(path, dtype=dt.numpy, mode="r", shape=shape)
