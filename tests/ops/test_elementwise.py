@@ -45,30 +45,30 @@ CASES = {
         {"a": "33x1", "b": "1x37"},
         {"a": "scalar", "b": "5x7"},
         {"a": "3x5x7", "b": "5x1"},
-        {"a": "3x41x1031", "b": "41x1"},  # 2 threads; a column broadcast inside
+        {"a": "4x41x1031", "b": "41x1"},  # 2 threads; a column broadcast inside
     ],
     "Mul": [
         {"a": "7x1031", "b": "7x1"},
         {"a": "1031", "b": "scalar"},
         {"a": "2x1x9", "b": "2x5x1"},
-        {"a": "70x1031", "b": "1031"},  # 2 threads
+        {"a": "130x1031", "b": "1031"},  # 2 threads
     ],
     "Gelu": [
         {"rows": 3, "cols": 1031},
         {"rows": 5, "cols": 1031, "approximate": "tanh"},
         {"rows": 1, "cols": 7},
-        {"rows": 17, "cols": 1031},  # 2 threads
+        {"rows": 33, "cols": 1031},  # 2 threads
     ],
     "FastGelu": [
         {"rows": 3, "cols": 1031, "bias": 1},
         {"rows": 3, "cols": 1031, "bias": 0},
         {"rows": 2, "cols": 13, "bias": 1},
-        {"rows": 17, "cols": 1031, "bias": 1},  # 2 threads, the bias restarting inside a block
+        {"rows": 33, "cols": 1031, "bias": 1},  # 2 threads, the bias restarting inside a block
     ],
     "BiasGelu": [
         {"rows": 3, "cols": 1031},
         {"rows": 4, "cols": 9},
-        {"rows": 17, "cols": 1031},
+        {"rows": 33, "cols": 1031},
     ],
     "ReduceMean": [
         {"shape": "7x1031", "axes": "last"},
@@ -269,7 +269,7 @@ NP_DTYPES = (np.float32, np.float16, ml_dtypes.bfloat16)
 SHAPE_PAIRS = [
     ((), ()), ((1,), (5,)), ((4, 1), (1, 9)), ((3, 1, 17), (5, 1)), ((2, 3, 4, 5), (3, 1, 5)),
     ((1, 1, 1), (6,)), ((8, 1, 1, 3), (1, 7, 2, 1)), ((2, 1, 3, 1, 4), (1, 5, 1, 6, 1)),
-    ((600, 70), (70,)), ((70, 1), (70, 600)), ((1, 2, 1, 2, 1, 2, 1, 2), (2, 1, 2, 1, 2, 1, 2, 1)),
+    ((2000, 70), (70,)), ((70, 1), (70, 2000)), ((1, 2, 1, 2, 1, 2, 1, 2), (2, 1, 2, 1, 2, 1, 2, 1)),
 ]
 
 
