@@ -266,9 +266,10 @@ int pb_reduce_mean(const void *args) {
     if (a->outer < 0 || a->reduce < 0 || a->inner < 0)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: outer=%lld reduce=%lld inner=%lld must be >= 0", k,
                        (long long)a->outer, (long long)a->reduce, (long long)a->inner);
-    const int64_t nout = a->outer * a->inner; /* both < 2^63 / 16 checked below */
-    if ((a->outer > 0 && a->inner > PBE_LIMIT / a->outer) ||
-        (nout > 0 && a->reduce > PBE_LIMIT / nout))
+    if (a->outer > 0 && a->inner > PBE_LIMIT / a->outer)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: tensor sizes overflow", k);
+    const int64_t nout = a->outer * a->inner;
+    if (nout > 0 && a->reduce > PBE_LIMIT / nout)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: tensor sizes overflow", k);
     if (nout == 0) return PB_OK;
     if (a->y == NULL || (a->reduce > 0 && a->x == NULL))
