@@ -62,6 +62,8 @@ class BinaryOp(Op):
     """Add or Mul with numpy broadcasting; subclasses set name, kernel and onnx_op."""
 
     onnx_op = ""
+    # bf16 only: ORT runs f16 through Casts around its f32 kernel, which is what f16 cells meet
+    ort_substitute = {"bf16": "f32"}
     params = (
         Param("a", str, None, help="shape of A, sizes joined by 'x' (e.g. 64x4096; 'scalar' for rank 0)"),
         Param("b", str, None, help="shape of B, broadcast against A the numpy way (e.g. 4096)"),

@@ -102,6 +102,8 @@ _SMALL_R = 40
 class ReduceMean(Op):
     name = "ReduceMean"
     kernel = "reduce_mean"
+    # bf16 only: ORT runs f16 through Casts around its f32 kernel, which is what f16 cells meet
+    ort_substitute = {"bf16": "f32"}
     params = (
         Param("shape", str, None, help="input shape, sizes joined by 'x' (e.g. 64x4096)"),
         Param("axes", str, "last", help="'last', 'all', or 'i-j' (axes i..j, adjacent)"),
