@@ -291,6 +291,39 @@ def test_broadcasting_is_bit_exact_against_numpy(isa):
                 assert got.tobytes() == want.tobytes(), (name, x_shape, y_shape, np.dtype(dt).name, threads)
 
 
+def _misaligned(shape, dt):
+    """A C-contiguous array one element past a 64-byte boundary (streaming stores peel first)."""
+    n = int(np.prod(shape))
+    buf = np.empty(n + 64, dt)
+    off = (-buf.ctypes.data % 64) // buf.itemsize + 1
+    return buf[off:off + n].reshape(shape)
+
+
+@pytest.mark.parametrize("isa", SUPPORTED)
+def test_streaming_stores_past_8_mib(isa):
+    """Working sets >= 8 MiB store with non-temporal stores (peel to alignment, stream, tail):
+    the same bits as numpy (binary) and as the cached-store path (Gelu, computed row by row)."""
+    lib = _lib()
+    lib.select_isa(isa)
+    rng = np.random.default_rng(10)
+    for dt in NP_DTYPES:
+        a = rng.standard_normal((1001, 1499)).astype(dt)
+        b = rng.standard_normal(1499).astype(dt)
+        for name, f in (("add", np.add), ("mul", np.multiply)):
+            for bb, threads in ((b, 2), (a.copy(), 1), (np.array(1.5, dt), 2)):  # row, same shape, scalar
+                y = _misaligned(a.shape, dt)
+                getattr(eltwise, name)(lib, a, bb, y, threads).run()
+                assert y.tobytes() == f(a, bb).tobytes(), (name, np.dtype(dt).name, bb.shape)
+        x = rng.standard_normal((1500, 1499)).astype(dt)
+        for approximate, bias in (("none", b), ("tanh", None)):
+            y = _misaligned(x.shape, dt)
+            eltwise.gelu(lib, x, y, approximate=approximate, bias=bias, threads=2).run()
+            rows = np.empty_like(x)
+            for r in range(0, 1500, 500):  # 500 rows: ~1.5-3 MiB, cached stores
+                eltwise.gelu(lib, x[r:r + 500], rows[r:r + 500], approximate=approximate, bias=bias).run()
+            assert y.tobytes() == rows.tobytes(), (approximate, np.dtype(dt).name)
+
+
 def test_binary_in_place(lib):
     rng = np.random.default_rng(6)
     a = rng.standard_normal((300, 257)).astype(np.float32)

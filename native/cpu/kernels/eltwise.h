@@ -3,10 +3,14 @@
 #define PB_ELTWISE_H
 #include <stdint.h>
 
-/* y[i] = a[i] (op) b[i], i < n (vv); y[i] = a[i] (op) b[0] (vs: b one broadcast element). */
-typedef void (*pb_binary_ukernel)(const void *a, const void *b, void *y, int64_t n);
-/* Gelu of elements [e0, e1) of a (rows, cols) matrix; bias NULL or (cols), added per row. */
-typedef void (*pb_gelu_ukernel)(const void *x, const void *bias, void *y, int64_t e0, int64_t e1, int64_t cols);
+/* y[i] = a[i] (op) b[i], i < n (vv); y[i] = a[i] (op) b[0] (vs: b one broadcast element).
+ * nt: store y with non-temporal (streaming) stores, for outputs far beyond the caches (y must
+ * be aligned to its element size; the kernel peels to vector alignment and fences at its end). */
+typedef void (*pb_binary_ukernel)(const void *a, const void *b, void *y, int64_t n, int nt);
+/* Gelu of elements [e0, e1) of a (rows, cols) matrix; bias NULL or (cols), added per row; nt
+ * as above. */
+typedef void (*pb_gelu_ukernel)(const void *x, const void *bias, void *y, int64_t e0, int64_t e1, int64_t cols,
+                                int nt);
 /* Sum of elements [i0, i1) of x: f32 vector blocks, block sums added in double. */
 typedef double (*pb_sum_ukernel)(const void *x, int64_t i0, int64_t i1);
 /* Column means of an (R, inner) slab, columns [j0, j1): y[j] = scale * sum_r x[r, j]. */

@@ -26,6 +26,36 @@ static inline vf pbe_sel_lt(vf a, vf b, vf x, vf y) { return _mm512_mask_blend_p
 #error "eltwise.inc.c: unknown vector ISA"
 #endif
 
+/* Non-temporal (streaming) stores of one vector, p aligned to the vector's bytes; 16-bit types
+ * rounded as T_STORE rounds them (bf16: the _rne store). The portable paths store normally. */
+#if defined(PB_VLOOP)
+static inline void pbe_stream_f32(float *p, vf a) { vf_store_f32(p, a); }
+static inline void pbe_stream_f16(uint16_t *p, vf a) { vf_store_f16(p, a); }
+static inline void pbe_stream_bf16(uint16_t *p, vf a) { vf_store_bf16_rne(p, a); }
+static inline void pbe_stream_fence(void) {}
+#elif PB_LANES == 8
+static inline void pbe_stream_f32(float *p, vf a) { _mm256_stream_ps(p, a); }
+static inline void pbe_stream_f16(uint16_t *p, vf a) {
+    _mm_stream_si128((__m128i *)p, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+static inline void pbe_stream_bf16(uint16_t *p, vf a) {
+    const __m256i pick = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(pb_bf16_round_bits(a), pick), 0x08);
+    _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(packed));
+}
+static inline void pbe_stream_fence(void) { _mm_sfence(); }
+#else
+static inline void pbe_stream_f32(float *p, vf a) { _mm512_stream_ps(p, a); }
+static inline void pbe_stream_f16(uint16_t *p, vf a) {
+    _mm256_stream_si256((__m256i *)p, _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+static inline void pbe_stream_bf16(uint16_t *p, vf a) {
+    _mm256_stream_si256((__m256i *)p, _mm512_cvtepi32_epi16(_mm512_srli_epi32(pb_bf16_round_bits(a), 16)));
+}
+static inline void pbe_stream_fence(void) { _mm_sfence(); }
+#endif
+
 /* Gelu(x) = x * Phi(x), Phi the standard normal CDF = 0.5 * (1 + erf(x / sqrt 2)).
  * |x| < 1.30373: Phi = 0.5 + x * R(x^2), R of degree 5 (relative error 1.6e-8 on Phi - 0.5);
  * else Phi(-|x|) = exp(Q(|x|)), Q of degree 6 fitted to log Phi(-a) on [1.30373, 5.54372]
@@ -67,92 +97,136 @@ static inline vf PB_ISA_FN(eltwise_gelu_tanh)(vf x) {
 #endif /* PB_ELTWISE_ONCE */
 
 /* ---- Add / Mul: vv = two contiguous runs, vs = a contiguous run and one broadcast element ---- */
-#define PBE_BINARY(NAME, VOP)                                                                          \
-    static void PB_UK(PB_DT, NAME##_vv)(const void *av, const void *bv, void *yv, int64_t n) {          \
+#define T_STREAM PB_CAT(pbe_stream_, PB_DT)
+
+/* elements to store normally before y reaches the vector alignment streaming stores need */
+static inline int64_t PB_UK(PB_DT, nt_peel)(const T *y, int64_t n) {
+    const uintptr_t vb = (uintptr_t)(PB_LANES * sizeof(T));
+    const int64_t k = (int64_t)(((vb - ((uintptr_t)y & (vb - 1))) & (vb - 1)) / sizeof(T));
+    return k < n ? k : n;
+}
+
+/* whole vectors from i: 4 at a time, then 1 (B(j) is b's vector at element j) */
+#define PBE_BIN_LOOPS(VOP, B, STORE)                                                                   \
+    for (; i + 4 * L <= n; i += 4 * L) {                                                                \
+        vf r0 = VOP(T_LOAD(a + i), B(i));                                                               \
+        vf r1 = VOP(T_LOAD(a + i + L), B(i + L));                                                       \
+        vf r2 = VOP(T_LOAD(a + i + 2 * L), B(i + 2 * L));                                               \
+        vf r3 = VOP(T_LOAD(a + i + 3 * L), B(i + 3 * L));                                               \
+        STORE(y + i, r0);                                                                               \
+        STORE(y + i + L, r1);                                                                           \
+        STORE(y + i + 2 * L, r2);                                                                       \
+        STORE(y + i + 3 * L, r3);                                                                       \
+    }                                                                                                   \
+    for (; i + L <= n; i += L) STORE(y + i, VOP(T_LOAD(a + i), B(i)));
+/* a partial run of m elements at i (the peel before aligned streaming, and the tail) */
+#define PBE_BIN_PART(VOP, BP, m)                                                                       \
+    PB_UK(PB_DT, store_part)(y + i, VOP(PB_UK(PB_DT, load_part)(a + i, m, 0.0f), BP(m)), m)
+#define PBE_BIN_BODY(VOP, B, BP)                                                                       \
+    const int64_t L = PB_LANES;                                                                         \
+    int64_t i = 0;                                                                                      \
+    if (nt) {                                                                                           \
+        const int64_t p = PB_UK(PB_DT, nt_peel)(y, n);                                                  \
+        if (p > 0) {                                                                                    \
+            PBE_BIN_PART(VOP, BP, p);                                                                   \
+            i = p;                                                                                      \
+        }                                                                                               \
+        PBE_BIN_LOOPS(VOP, B, T_STREAM)                                                                 \
+    } else {                                                                                            \
+        PBE_BIN_LOOPS(VOP, B, T_STORE)                                                                  \
+    }                                                                                                   \
+    if (i < n) PBE_BIN_PART(VOP, BP, n - i);                                                            \
+    if (nt) pbe_stream_fence();
+
+#define PBE_B_VEC(j) T_LOAD(b + (j))
+#define PBE_B_VEC_PART(m) PB_UK(PB_DT, load_part)(b + i, m, 0.0f)
+#define PBE_B_ONE(j) s
+#define PBE_B_ONE_PART(m) s
+#define PBE_BINARY(NAME, VOP)                                                                           \
+    static void PB_UK(PB_DT, NAME##_vv)(const void *av, const void *bv, void *yv, int64_t n, int nt) {  \
         const T *a = (const T *)av, *b = (const T *)bv;                                                 \
         T *y = (T *)yv;                                                                                 \
-        const int64_t L = PB_LANES;                                                                     \
-        int64_t i = 0;                                                                                  \
-        for (; i + 4 * L <= n; i += 4 * L) {                                                            \
-            vf r0 = VOP(T_LOAD(a + i), T_LOAD(b + i));                                                  \
-            vf r1 = VOP(T_LOAD(a + i + L), T_LOAD(b + i + L));                                          \
-            vf r2 = VOP(T_LOAD(a + i + 2 * L), T_LOAD(b + i + 2 * L));                                  \
-            vf r3 = VOP(T_LOAD(a + i + 3 * L), T_LOAD(b + i + 3 * L));                                  \
-            T_STORE(y + i, r0);                                                                         \
-            T_STORE(y + i + L, r1);                                                                     \
-            T_STORE(y + i + 2 * L, r2);                                                                 \
-            T_STORE(y + i + 3 * L, r3);                                                                 \
-        }                                                                                               \
-        for (; i + L <= n; i += L) T_STORE(y + i, VOP(T_LOAD(a + i), T_LOAD(b + i)));                  \
-        if (i < n)                                                                                      \
-            PB_UK(PB_DT, store_part)(y + i, VOP(PB_UK(PB_DT, load_part)(a + i, n - i, 0.0f),             \
-                                                PB_UK(PB_DT, load_part)(b + i, n - i, 0.0f)), n - i);   \
+        PBE_BIN_BODY(VOP, PBE_B_VEC, PBE_B_VEC_PART)                                                    \
     }                                                                                                   \
-    static void PB_UK(PB_DT, NAME##_vs)(const void *av, const void *bv, void *yv, int64_t n) {          \
+    static void PB_UK(PB_DT, NAME##_vs)(const void *av, const void *bv, void *yv, int64_t n, int nt) {  \
         const T *a = (const T *)av;                                                                     \
         T *y = (T *)yv;                                                                                 \
         const vf s = vf_set1(T_TO_F32(*(const T *)bv));                                                 \
-        const int64_t L = PB_LANES;                                                                     \
-        int64_t i = 0;                                                                                  \
-        for (; i + 4 * L <= n; i += 4 * L) {                                                            \
-            vf r0 = VOP(T_LOAD(a + i), s);                                                              \
-            vf r1 = VOP(T_LOAD(a + i + L), s);                                                          \
-            vf r2 = VOP(T_LOAD(a + i + 2 * L), s);                                                      \
-            vf r3 = VOP(T_LOAD(a + i + 3 * L), s);                                                      \
-            T_STORE(y + i, r0);                                                                         \
-            T_STORE(y + i + L, r1);                                                                     \
-            T_STORE(y + i + 2 * L, r2);                                                                 \
-            T_STORE(y + i + 3 * L, r3);                                                                 \
-        }                                                                                               \
-        for (; i + L <= n; i += L) T_STORE(y + i, VOP(T_LOAD(a + i), s));                               \
-        if (i < n) PB_UK(PB_DT, store_part)(y + i, VOP(PB_UK(PB_DT, load_part)(a + i, n - i, 0.0f), s), n - i); \
+        PBE_BIN_BODY(VOP, PBE_B_ONE, PBE_B_ONE_PART)                                                    \
     }
 PBE_BINARY(add, vf_add)
 PBE_BINARY(mul, vf_mul)
 #undef PBE_BINARY
+#undef PBE_B_VEC
+#undef PBE_B_VEC_PART
+#undef PBE_B_ONE
+#undef PBE_B_ONE_PART
+#undef PBE_BIN_BODY
+#undef PBE_BIN_PART
+#undef PBE_BIN_LOOPS
 
 /* ---- Gelu family: elements [e0, e1) of (rows, cols), bias (cols) added first when given ---- */
+/* one run of n elements within a row: v = x (+ bias), y = F(v) */
+#define PBE_GELU_LOOPS(F, V, STORE)                                                                    \
+    for (; i + 2 * L <= n; i += 2 * L) {                                                                \
+        vf r0 = F(V(i)), r1 = F(V(i + L));                                                              \
+        STORE(y + i, r0);                                                                               \
+        STORE(y + i + L, r1);                                                                           \
+    }                                                                                                   \
+    for (; i + L <= n; i += L) STORE(y + i, F(V(i)));
+#define PBE_GELU_PART(F, m)                                                                            \
+    do {                                                                                                \
+        vf v_ = PB_UK(PB_DT, load_part)(x + i, m, 0.0f);                                                \
+        if (bias != NULL) v_ = vf_add(v_, PB_UK(PB_DT, load_part)(bias + i, m, 0.0f));                  \
+        PB_UK(PB_DT, store_part)(y + i, F(v_), m);                                                      \
+    } while (0)
+#define PBE_X(j) T_LOAD(x + (j))
+#define PBE_XB(j) vf_add(T_LOAD(x + (j)), T_LOAD(bias + (j)))
 #define PBE_GELU(NAME, F)                                                                               \
+    static inline void PB_UK(PB_DT, NAME##_run)(const T *x, const T *bias, T *y, int64_t n, int nt) {    \
+        const int64_t L = PB_LANES;                                                                     \
+        int64_t i = 0;                                                                                  \
+        if (nt) {                                                                                       \
+            const int64_t p = PB_UK(PB_DT, nt_peel)(y, n);                                              \
+            if (p > 0) {                                                                                \
+                PBE_GELU_PART(F, p);                                                                    \
+                i = p;                                                                                  \
+            }                                                                                           \
+            if (bias == NULL) {                                                                         \
+                PBE_GELU_LOOPS(F, PBE_X, T_STREAM)                                                      \
+            } else {                                                                                    \
+                PBE_GELU_LOOPS(F, PBE_XB, T_STREAM)                                                     \
+            }                                                                                           \
+        } else if (bias == NULL) {                                                                      \
+            PBE_GELU_LOOPS(F, PBE_X, T_STORE)                                                           \
+        } else {                                                                                        \
+            PBE_GELU_LOOPS(F, PBE_XB, T_STORE)                                                          \
+        }                                                                                               \
+        if (i < n) PBE_GELU_PART(F, n - i);                                                             \
+    }                                                                                                   \
     static void PB_UK(PB_DT, NAME)(const void *xv, const void *bv, void *yv, int64_t e0, int64_t e1,   \
-                                   int64_t cols) {                                                      \
+                                   int64_t cols, int nt) {                                              \
         const T *x = (const T *)xv, *bias = (const T *)bv;                                              \
         T *y = (T *)yv;                                                                                 \
-        const int64_t L = PB_LANES;                                                                     \
         if (bias == NULL) {                                                                             \
-            int64_t i = e0;                                                                             \
-            for (; i + 2 * L <= e1; i += 2 * L) {                                                       \
-                vf r0 = F(T_LOAD(x + i)), r1 = F(T_LOAD(x + i + L));                                    \
-                T_STORE(y + i, r0);                                                                     \
-                T_STORE(y + i + L, r1);                                                                 \
+            PB_UK(PB_DT, NAME##_run)(x + e0, NULL, y + e0, e1 - e0, nt);                                \
+        } else {                                                                                        \
+            for (int64_t e = e0; e < e1;) { /* row by row: the bias restarts at each row */             \
+                const int64_t c0 = e % cols;                                                            \
+                const int64_t n = (cols - c0 < e1 - e) ? cols - c0 : e1 - e;                            \
+                PB_UK(PB_DT, NAME##_run)(x + e, bias + c0, y + e, n, nt);                               \
+                e += n;                                                                                 \
             }                                                                                           \
-            for (; i + L <= e1; i += L) T_STORE(y + i, F(T_LOAD(x + i)));                               \
-            if (i < e1) PB_UK(PB_DT, store_part)(y + i, F(PB_UK(PB_DT, load_part)(x + i, e1 - i, 0.0f)), e1 - i); \
-            return;                                                                                     \
         }                                                                                               \
-        int64_t e = e0;                                                                                 \
-        while (e < e1) {                                                                                \
-            const int64_t c0 = e % cols;                                                                \
-            const int64_t n = (cols - c0 < e1 - e) ? cols - c0 : e1 - e;                                \
-            const T *xr = x + e, *br = bias + c0;                                                       \
-            T *yr = y + e;                                                                              \
-            int64_t i = 0;                                                                              \
-            for (; i + 2 * L <= n; i += 2 * L) {                                                        \
-                vf r0 = F(vf_add(T_LOAD(xr + i), T_LOAD(br + i)));                                      \
-                vf r1 = F(vf_add(T_LOAD(xr + i + L), T_LOAD(br + i + L)));                              \
-                T_STORE(yr + i, r0);                                                                    \
-                T_STORE(yr + i + L, r1);                                                                \
-            }                                                                                           \
-            for (; i + L <= n; i += L) T_STORE(yr + i, F(vf_add(T_LOAD(xr + i), T_LOAD(br + i))));      \
-            if (i < n)                                                                                  \
-                PB_UK(PB_DT, store_part)(yr + i, F(vf_add(PB_UK(PB_DT, load_part)(xr + i, n - i, 0.0f),  \
-                                                          PB_UK(PB_DT, load_part)(br + i, n - i, 0.0f))), \
-                                         n - i);                                                        \
-            e += n;                                                                                     \
-        }                                                                                               \
+        if (nt) pbe_stream_fence();                                                                     \
     }
 PBE_GELU(gelu_erf, PB_ISA_FN(eltwise_gelu_erf))
 PBE_GELU(gelu_tanh, PB_ISA_FN(eltwise_gelu_tanh))
 #undef PBE_GELU
+#undef PBE_X
+#undef PBE_XB
+#undef PBE_GELU_PART
+#undef PBE_GELU_LOOPS
 
 /* ---- ReduceMean ---- */
 /* Sum of x[i0..i1): 8 f32 vector accumulators over blocks of 32 iterations (256 lanes' worth),
@@ -228,3 +302,5 @@ static void PB_UK(PB_DT, colmean)(const void *xv, void *yv, int64_t R, int64_t i
         if (k < w) PB_UK(PB_DT, store_part)(y + j + k, vf_load_f32(part + k), w - k);
     }
 }
+
+#undef T_STREAM
