@@ -220,6 +220,57 @@ int pb_multi_head_attention(const void *args);
 
 /* ---- elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, ReduceMean ---- */
 /* PB_GROUP_ELTWISE_BEGIN */
+/* Add and Mul with numpy broadcasting: y = a + b / a * b, computed in f32 and rounded once to
+ * `dtype` (a, b, y all of `dtype`). The shapes are given aligned to `rank` (0..8, leading 1s
+ * added by the caller): each a_shape[i], b_shape[i] is 1 or y_shape[i], and y_shape[i] is the
+ * larger of the two. Arrays are C-contiguous in their own shapes. y may be a or b when that input
+ * has y's shape (in place); any other overlap is refused. */
+typedef struct pb_binary_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t rank;
+    int64_t a_shape[8];
+    int64_t b_shape[8];
+    int64_t y_shape[8];
+    const void *a;
+    const void *b;
+    void *y;
+} pb_binary_args;
+int pb_add(const void *args);
+int pb_mul(const void *args);
+
+/* Gelu family over a (rows, cols) matrix: v = x + bias (bias NULL or (cols) of `dtype`, added
+ * per row), then
+ *   PB_GELU_ERF:  y = 0.5 * v * (1 + erf(v / sqrt(2)))                  (Gelu, BiasGelu)
+ *   PB_GELU_TANH: y = 0.5 * v * (1 + tanh(sqrt(2/pi) * (v + 0.044715 v^3))) (Gelu tanh, FastGelu)
+ * computed in f32 (error ~1e-7 of the row's scale), rounded once. y may be x (in place). */
+#define PB_GELU_ERF 0
+#define PB_GELU_TANH 1
+typedef struct pb_gelu_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t approximate; /* PB_GELU_ERF or PB_GELU_TANH */
+    int64_t rows;
+    int64_t cols;
+    const void *x;
+    const void *bias; /* NULL: no bias */
+    void *y;
+} pb_gelu_args;
+int pb_gelu(const void *args);
+
+/* ReduceMean over one contiguous run of axes: x viewed as (outer, reduce, inner), y (outer,
+ * inner) = mean over the middle axis, accumulated in f32 blocks summed in double, rounded once.
+ * reduce == 0 gives NaN (the mean of nothing). */
+typedef struct pb_reduce_mean_args {
+    pb_exec exec;
+    int32_t dtype;
+    int64_t outer;
+    int64_t reduce;
+    int64_t inner;
+    const void *x;
+    void *y;
+} pb_reduce_mean_args;
+int pb_reduce_mean(const void *args);
 /* PB_GROUP_ELTWISE_END */
 
 /* ---- data_movement.toml: Transpose, Gather, Concat, ScatterND, Trilu ---- */
