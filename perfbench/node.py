@@ -35,7 +35,7 @@ from onnx import helper, numpy_helper
 from perfbench import dtypes, numerics, ops
 from perfbench.errors import NativeError, UsageError
 from perfbench.ops import ort as ortlib
-from perfbench.ops.base import ELEM_TYPES, Case, GraphSpec, NodeBinding, NodeInfo, NodeUnsupported, Op, to_f64
+from perfbench.ops.base import ELEM_TYPES, Case, GraphSpec, NodeBinding, NodeInfo, NodeUnsupported, Op
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_OURS_CANNOT, EXIT_NO_REFERENCE = 0, 1, 2, 3, 4
 MAX_GENERATED_BYTES = 4 * 2**30
@@ -532,11 +532,32 @@ def run_ort(prob: Problem, threads: int) -> tuple:
         if ortlib.is_missing_kernel(e):
             return "no-kernel", f"ORT has no CPU kernel for this node: {str(e).splitlines()[0][:300]}", None
         return "error", f"ORT cannot load the model: {str(e).splitlines()[0][:300]}", None
+    names = [n for n, _, _ in prob.graph_outputs]
     try:
-        outs = sess.run([n for n, _, _ in prob.graph_outputs], feeds)
+        # through OrtValues: ORT's numpy bridge knows no bfloat16 (ml_dtypes), IOBinding does
+        values = {n: ortlib._ortvalue(np.ascontiguousarray(a)) for n, a in feeds.items()}
+        got = sess.run_with_ort_values(names, values)
+        outs = {}
+        binding = None
+        for n, v in zip(names, got):
+            if v.data_type() == "tensor(bfloat16)":
+                if binding is None:
+                    binding = sess.io_binding()
+                    for k, val in values.items():
+                        binding.bind_ortvalue_input(k, val)
+                outs[n] = np.empty(v.shape(), dtypes.BF16.numpy)
+                binding.bind_output(n, "cpu", 0, ortlib._element_type(outs[n]), list(outs[n].shape),
+                                    outs[n].ctypes.data)
+            else:
+                outs[n] = np.asarray(v.numpy())
+        if binding is not None:  # bf16 outputs: run again straight into our buffers
+            for n in names:
+                if n not in outs or outs[n].dtype != dtypes.BF16.numpy:
+                    binding.bind_output(n, "cpu")
+            sess.run_with_iobinding(binding)
     except Exception as e:  # noqa: BLE001
         return "error", f"ORT failed running the node: {str(e).splitlines()[0][:300]}", None
-    return "ok", "", {n: np.asarray(a) for (n, _, _), a in zip(prob.graph_outputs, outs)}
+    return "ok", "", outs
 
 
 def generate_inputs(prob: Problem, op: Op, binding: NodeBinding, info: NodeInfo, seed: int) -> None:
@@ -581,7 +602,7 @@ def judge(prob: Problem, nop: NodeOp, ours: dict, ort_out: dict | None, rep: Rep
     graph_out = [n for n, _, _ in prob.graph_outputs]
     try:
         inputs = {f"i{k}": prob.arrays.get(n, prob.initializers.get(n)) for k, n in enumerate(prob.node.input) if n}
-        oracle = nop.base.oracle(nop.binding.case, to_f64(nop.op_inputs(inputs)))
+        oracle = nop.base.oracle(nop.binding.case, nop.base.oracle_inputs(nop.binding.case, nop.op_inputs(inputs)))
     except Exception:  # noqa: BLE001 - the oracle is a second opinion here, never required
         oracle = None
     oracle_of = {}

@@ -315,3 +315,16 @@ def test_without_expected_an_ort_far_from_the_oracle_is_ort_discrepancy(tmp_path
     rep = node.Report(node=prob.node_label(), ort_status="ok")
     node.judge(prob, nop, {"o0": y.copy()}, {"y": y * (1 + 1e-6)}, rep, op.floor("f32"))
     assert rep.exit_code == 0 and rep.ort_status == "ok" and rep.reference == "ORT"
+
+
+def test_bf16_head_to_head_with_ort(tmp_path, lib):
+    """ORT runs Transpose in bf16 (its numpy bridge knows no bfloat16: node binds OrtValues)."""
+    n = helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 3, 5, 7])],
+                          [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 5, 7, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 10
+    onnx.save(m, str(tmp_path / "t.onnx"))
+    rep = node.run(str(tmp_path / "t.onnx"), timing=False, lib=lib)
+    assert rep.exit_code == 0 and rep.ort_status == "ok" and rep.reference == "ORT", node.render(rep)
+    assert rep.checks[0].err == 0.0
