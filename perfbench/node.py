@@ -349,8 +349,9 @@ def _check_binding(prob: Problem, info: NodeInfo, op: Op, b: NodeBinding) -> Non
         if math.prod(info.inputs[idx][1]) != math.prod(declared[name]):
             raise UsageError(f"{op.name}.from_node: node input {idx} has shape {info.inputs[idx][1]}, the op's "
                              f"{name!r} is {declared[name]}: element counts differ (an op-file bug)")
-    missing = sorted(set(declared) - set(b.inputs))
-    if missing:
+    types = {n: ty for n, ty, _ in graph.inputs if n}
+    missing = sorted(n for n in set(declared) - set(b.inputs) if types[n] == "float")
+    if missing:  # non-float op inputs the node lacks (ReduceMean-13's axes) come from the case itself
         raise UsageError(f"{op.name}.from_node: op inputs {', '.join(missing)} are not mapped (an op-file bug)")
     mapped = {idx for idx, _ in b.outputs.values()}
     wanted = [(j, n) for j, n in enumerate(prob.node.output) if n and n in {g for g, _, _ in prob.graph_outputs}]
@@ -382,6 +383,11 @@ class NodeOp(Op):
         self._base_graph = op.graph(binding.case)
         self._base_in_shape = {n: tuple(s) for n, _, s in self._base_graph.inputs if n}
         self._base_out_shape = op.output_shapes(binding.case)
+        # op inputs the node does not have (constants of the case, e.g. ReduceMean-13's axes as an
+        # input of the op's own graph): the op's generator makes them from the case
+        unmapped = [n for n in self._base_in_shape if n not in binding.inputs]
+        made = op.make_inputs(binding.case, dtypes.get(info.dtype), np.random.default_rng(SEED)) if unmapped else {}
+        self._extras = {n: made[n] for n in unmapped}
 
     def case(self) -> Case:
         return Case(self.name, ())
@@ -432,6 +438,7 @@ class NodeOp(Op):
             if t != "float" and a.dtype != ELEM_TYPES[t]:
                 a = a.astype(ELEM_TYPES[t])  # e.g. int32 indices for an op that takes int64
             out[name] = a.reshape(self._base_in_shape[name])
+        out.update({n: a.copy() for n, a in self._extras.items()})
         return out
 
     def prepare_ours(self, lib, case, inputs: dict, outputs: dict, threads: int, device: str = "cpu"):

@@ -97,7 +97,7 @@ def source_files(source_dir: Path) -> list[Path]:
     files = [
         p
         for p in source_dir.rglob("*")
-        if p.is_file() and p.suffix in {".c", ".h", ".cu", ".cuh"} and "__pycache__" not in p.parts
+        if p.is_file() and p.suffix in {".c", ".h", ".inc", ".cu", ".cuh"} and "__pycache__" not in p.parts
     ]
     return sorted(files, key=lambda p: p.relative_to(source_dir).as_posix())
 
