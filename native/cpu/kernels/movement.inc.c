@@ -158,6 +158,37 @@ static inline void pb_mv_t8x8_b16(const uint16_t *src, int64_t ss, uint16_t *dst
     PB_MV_ST(7, _mm_unpackhi_epi64(u5, u7));
 #undef PB_MV_ST
 }
+
+/* 8 rows x 16 columns of 16-bit elements: two 8x8 blocks at once, one in each 128-bit lane */
+static inline void pb_mv_t8x16_b16(const uint16_t *src, int64_t ss, uint16_t *dst, int64_t ds) {
+#define PB_MV_LD(i) _mm256_loadu_si256((const __m256i *)(src + (i) * ss))
+    __m256i a0 = PB_MV_LD(0), a1 = PB_MV_LD(1), a2 = PB_MV_LD(2), a3 = PB_MV_LD(3), a4 = PB_MV_LD(4),
+            a5 = PB_MV_LD(5), a6 = PB_MV_LD(6), a7 = PB_MV_LD(7);
+#undef PB_MV_LD
+    __m256i t0 = _mm256_unpacklo_epi16(a0, a1), t1 = _mm256_unpacklo_epi16(a2, a3);
+    __m256i t2 = _mm256_unpacklo_epi16(a4, a5), t3 = _mm256_unpacklo_epi16(a6, a7);
+    __m256i t4 = _mm256_unpackhi_epi16(a0, a1), t5 = _mm256_unpackhi_epi16(a2, a3);
+    __m256i t6 = _mm256_unpackhi_epi16(a4, a5), t7 = _mm256_unpackhi_epi16(a6, a7);
+    __m256i u0 = _mm256_unpacklo_epi32(t0, t1), u1 = _mm256_unpackhi_epi32(t0, t1);
+    __m256i u2 = _mm256_unpacklo_epi32(t2, t3), u3 = _mm256_unpackhi_epi32(t2, t3);
+    __m256i u4 = _mm256_unpacklo_epi32(t4, t5), u5 = _mm256_unpackhi_epi32(t4, t5);
+    __m256i u6 = _mm256_unpacklo_epi32(t6, t7), u7 = _mm256_unpackhi_epi32(t6, t7);
+#define PB_MV_ST(c, v)                                                                      \
+    do {                                                                                    \
+        __m256i v_ = (v);                                                                   \
+        _mm_storeu_si128((__m128i *)(dst + (c) * ds), _mm256_castsi256_si128(v_));         \
+        _mm_storeu_si128((__m128i *)(dst + ((c) + 8) * ds), _mm256_extracti128_si256(v_, 1)); \
+    } while (0)
+    PB_MV_ST(0, _mm256_unpacklo_epi64(u0, u2));
+    PB_MV_ST(1, _mm256_unpackhi_epi64(u0, u2));
+    PB_MV_ST(2, _mm256_unpacklo_epi64(u1, u3));
+    PB_MV_ST(3, _mm256_unpackhi_epi64(u1, u3));
+    PB_MV_ST(4, _mm256_unpacklo_epi64(u4, u6));
+    PB_MV_ST(5, _mm256_unpackhi_epi64(u4, u6));
+    PB_MV_ST(6, _mm256_unpacklo_epi64(u5, u7));
+    PB_MV_ST(7, _mm256_unpackhi_epi64(u5, u7));
+#undef PB_MV_ST
+}
 #endif
 
 /* Trilu's kept columns of row i: [lo, hi) */
@@ -221,6 +252,9 @@ static inline void PB_UK(PB_DT, transpose_block)(const T *src, int64_t ss, T *ds
 #if defined(__AVX2__)
     for (; i + 8 <= rows; i += 8) {
         int64_t j = 0;
+#if !T_IS_F32
+        for (; j + 16 <= cols; j += 16) pb_mv_t8x16_b16(src + i * ss + j, ss, dst + j * ds + i, ds);
+#endif
         for (; j + 8 <= cols; j += 8) {
 #if T_IS_F32
             pb_mv_t8x8_b32(src + i * ss + j, ss, dst + j * ds + i, ds);
