@@ -43,12 +43,14 @@ def _total(case: Case) -> int:
 
 
 def _scale(case: Case) -> float:
+    """1/sqrt(H), or the scale attribute as onnx.reference applies it: a float32 whose square
+    root (taken in float32) scales Q and K each."""
     s = case.p["scale"]
-    return 1.0 / np.sqrt(case.p["head_size"]) if s == "default" else float(s)
+    return 1.0 / np.sqrt(case.p["head_size"]) if s == "default" else float(np.sqrt(np.float32(s))) ** 2
 
 
 def _softcap(case: Case) -> float:
-    return float(case.p["softcap"])
+    return float(np.float32(case.p["softcap"]))
 
 
 def mask_shape(case: Case) -> tuple:
