@@ -2,8 +2,9 @@
  *
  * Attention reuses the com.microsoft attention machinery of attention.inc.c (included before
  * this file in the same translation unit): the f32 tile helpers (att_scores_packed,
- * att_scores_dot, att_pv, att_add_tile, att_softmax_step, att_scale) and the per-dtype row
- * converters (att_load_row, att_store_row). What differs is the item loop around them:
+ * att_scores_dot, att_pv, att_add_tile, att_scale) and the per-dtype row converters
+ * (att_load_row, att_store_row). What differs is the item loop around them, and the softmax step
+ * (oatt_softmax_step: masked probabilities exactly zero, no denormals):
  *
  * - queries and outputs are strided (q_sb, q_sh, q_ss), so the 3-D (B, S, N*H) and 4-D
  *   (B, N, S, H) layouts are both read and written in place;
@@ -18,6 +19,45 @@
  * or, without them, by token. */
 
 /* ---- Attention ---- */
+
+#ifndef PB_OATT_F32_HELPERS
+#define PB_OATT_F32_HELPERS
+/* One tile's online-softmax step for one row, as attention.inc.c's att_softmax_step, except that
+ * masked scores (-inf: the mask, the causal limit, the tile's tail) never reach the exp's own
+ * clamp at -87.3: its results there (~1.2e-38 times a polynomial below 1) are denormal, and
+ * denormal results stall the vector units -- with a mask, the exp step cost as much as the QK
+ * GEMM. Arguments are clamped at -80 instead (exp = 1.8e-35, a normal number) and the results
+ * flushed: (e + 2^-60) - 2^-60 is exactly 0 for e < 2^-84 and exactly e for e >= 2^-35 (between,
+ * it moves by at most 2^-84, next to a row maximum of 1). So masked probabilities are exactly
+ * zero, and P.V never multiplies denormals either. */
+static inline float PB_ISA_FN(oatt_softmax_step)(float *row, int64_t TK, int64_t lim, float *m, float *l) {
+    const int64_t L = PB_LANES;
+    if (lim <= 0) {
+        memset(row, 0, sizeof(float) * TK);
+        return 1.0f;
+    }
+    for (int64_t c = lim; c < TK; c++) row[c] = -INFINITY;
+    vf mx = vf_set1(-INFINITY);
+    for (int64_t c = 0; c < TK; c += L) mx = vf_max(mx, vf_load_f32(row + c));
+    const float mt = vf_hmax(mx);
+    const float m_new = mt > *m ? mt : *m;
+    if (m_new == -INFINITY) { /* every visible key masked */
+        memset(row, 0, sizeof(float) * TK);
+        return 1.0f;
+    }
+    const float alpha = *m == -INFINITY || *m - m_new < -80.0f ? 0.0f : expf(*m - m_new);
+    const vf mv = vf_set1(m_new), lo = vf_set1(-80.0f), k = vf_set1(0x1p-60f);
+    vf s = vf_zero();
+    for (int64_t c = 0; c < TK; c += L) {
+        const vf e = vf_sub(vf_add(PB_VEXP(vf_max(lo, vf_sub(vf_load_f32(row + c), mv))), k), k);
+        vf_store_f32(row + c, e);
+        s = vf_add(s, e);
+    }
+    *l = *l * alpha + vf_hsum(s);
+    *m = m_new;
+    return alpha;
+}
+#endif
 
 /* Queries of positions [s0, s1) x the G heads of KV head g: converted, scaled, zero-padded */
 static void PB_UK(PB_DT, oatt_queries)(const pb_oattn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1,
@@ -48,9 +88,9 @@ static inline void PB_UK(PB_DT, oatt_mask_row)(const pb_oattn_plan *p, int64_t b
     if (inside < 0) inside = 0;
     const int64_t off = b * p->m_sb + n * p->m_sh + s * p->m_ss + tt;
     if (p->mask_type == PB_ONNX_MASK_BOOL) {
+        /* a select the compiler vectorizes (a branch per key mispredicts on a random mask) */
         const uint8_t *m = (const uint8_t *)p->mask + off;
-        for (int64_t i = 0; i < inside; i++)
-            if (!m[i]) row[i] = -INFINITY;
+        for (int64_t i = 0; i < inside; i++) row[i] = m[i] ? row[i] : -INFINITY;
     } else {
         const T *m = (const T *)p->mask + off;
         int64_t i = 0;
@@ -58,6 +98,25 @@ static inline void PB_UK(PB_DT, oatt_mask_row)(const pb_oattn_plan *p, int64_t b
         for (; i < inside; i++) row[i] += T_TO_F32(m[i]);
     }
     for (int64_t i = inside; i < cnt; i++) row[i] = -INFINITY;
+}
+
+/* The mask rows of a tile (rows [0, R) of positions from s0 x the G heads of g, keys [tt, tt + nk))
+ * requested ahead: each row's segment sits far from the next one (another head or position), so
+ * the hardware prefetcher never sees a stream, and the mask loads stalled on memory (a float
+ * (B,N,S,T) mask cost a 14/2 x 64 prefill at 128 tokens ~40%). */
+static inline void PB_UK(PB_DT, oatt_prefetch_mask)(const pb_oattn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t R,
+                                                    int64_t tt, int64_t nk) {
+    if (p->mask_type == PB_ONNX_MASK_NONE || tt >= p->m_len) return;
+    const size_t esz = p->mask_type == PB_ONNX_MASK_BOOL ? 1 : sizeof(T);
+    const int64_t n = p->m_len - tt < nk ? p->m_len - tt : nk;
+    const size_t bytes = esz * (size_t)n;
+    const char *base = (const char *)p->mask + esz * (size_t)(b * p->m_sb + tt);
+    for (int64_t r = 0; r < R; r++) {
+        if (r >= p->G && p->m_ss == 0) break; /* rows repeat the first G */
+        if (r % p->G && p->m_sh == 0) continue; /* heads share one mask row */
+        const char *row = base + esz * (size_t)((p->G * g + r % p->G) * p->m_sh + (s0 + r / p->G) * p->m_ss);
+        for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 3);
+    }
 }
 
 /* softcap, mask, causal limit on a score tile, then the online-softmax step per row */
@@ -77,7 +136,7 @@ static inline void PB_UK(PB_DT, oatt_tile_softmax)(const pb_oattn_plan *p, int64
             if (p->softcap > 0.0f) PB_UK(PB_DT, oatt_softcap)(row, lim, p->softcap);
             if (p->mask_type != PB_ONNX_MASK_NONE) PB_UK(PB_DT, oatt_mask_row)(p, b, g * G + r % G, s, tt, lim, row);
         }
-        const float alpha = PB_ISA_FN(att_softmax_step)(row, tk, lim, &m[r], &l[r]);
+        const float alpha = PB_ISA_FN(oatt_softmax_step)(row, tk, lim, &m[r], &l[r]);
         if (alpha != 1.0f) PB_ISA_FN(att_scale)(o + r * Hp, Hp, alpha);
     }
 }
@@ -144,6 +203,7 @@ static int PB_UK(PB_DT, oatt_prefill)(const pb_oattn_plan *p, int64_t b, int64_t
         for (int64_t tt = t0; tt < bend; tt += TK) {
             const int64_t nk = bend - tt < TK ? bend - tt : TK;
             const int64_t ncols = (nk + 2 * L - 1) / (2 * L) * (2 * L);
+            PB_UK(PB_DT, oatt_prefetch_mask)(p, b, g, q0, R, tt, nk);
             PB_ISA_FN(att_scores_packed)(qf, R, Hp, kt + (tt - t0), ldk, ncols, sc);
             PB_UK(PB_DT, oatt_tile_softmax)(p, b, g, q0, R, tt, nk, TK, sc, m, l, o);
             PB_ISA_FN(att_pv)(sc, R, nk, vall + (tt - t0) * Hp, Hp, Hp, ot);
@@ -194,6 +254,7 @@ static int PB_UK(PB_DT, oatt_decode)(const pb_oattn_plan *p, int64_t b, int64_t 
     const size_t row_bytes = sizeof(T) * (size_t)H;
     for (int64_t tt = t0; tt < kend; tt += tk) {
         const int64_t nk = kend - tt < tk ? kend - tt : tk;
+        if (tt + tk < kend) PB_UK(PB_DT, oatt_prefetch_mask)(p, b, g, s0, R, tt + tk, tk);
         for (int64_t t = tt + tk; t < kend && t < tt + 2 * tk; t++) { /* the next tile, requested now */
             const char *kp = (const char *)PB_KROW(t), *vp = (const char *)PB_VROW(t);
             for (size_t off = 0; off < row_bytes; off += 64) {
