@@ -47,15 +47,15 @@ typedef int (*pb_oattn_ukernel)(const pb_oattn_plan *p, int64_t b, int64_t g, in
 /* merge nparts partials of the same rows (part i at parts + i*stride) into the output */
 typedef int (*pb_oattn_combine_ukernel)(const pb_oattn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1,
                                         const float *parts, int64_t nparts, int64_t stride);
-/* qk_matmul_output rows of (b, query head n), positions [s0, s1) */
-typedef int (*pb_oattn_qk_ukernel)(const pb_oattn_plan *p, int64_t b, int64_t n, int64_t s0, int64_t s1);
+/* with qk_matmul_output: Y and the qk rows of positions [s0, s1) x the G heads of KV head g */
+typedef int (*pb_oattn_full_ukernel)(const pb_oattn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1);
 /* RotaryEmbedding of tokens [t0, t1) of the (batch, seq) grid, all heads */
 typedef void (*pb_orot_ukernel)(const pb_onnx_rotary_embedding_args *a, int64_t t0, int64_t t1);
 
 typedef struct pb_onnx_attn_table {
     pb_oattn_ukernel attention[PB_DT_COUNT];
     pb_oattn_combine_ukernel combine[PB_DT_COUNT];
-    pb_oattn_qk_ukernel qk_rows[PB_DT_COUNT];
+    pb_oattn_full_ukernel full[PB_DT_COUNT];
     pb_orot_ukernel rotary[PB_DT_COUNT];
 } pb_onnx_attn_table;
 #endif

@@ -11,8 +11,8 @@
  * - scores pass through softcap (c * tanh(x / c)) and then the mask bias of their own
  *   (batch, head, query, key) element (broadcast strides; bool -> -inf, float added), before the
  *   bottom-right causal limit (query s sees keys t <= past + s) and the online softmax;
- * - qk_matmul_output takes a separate, simpler pass (oatt_qk_rows) that recomputes the scores of
- *   every key and writes them at the requested stage.
+ * - with qk_matmul_output, items take the full-row form (oatt_full): whole score rows, written at
+ *   the requested stage, an exact softmax over them, and Y from the same probabilities.
  *
  * RotaryEmbedding reuses rotary.inc.c's rot_apply (one head vector's pairs) with
  * rotary_dim <= head size (the rest is copied through) and cos/sin rows chosen by position_ids
@@ -331,76 +331,103 @@ static int PB_UK(PB_DT, oattn_combine)(const pb_oattn_plan *p, int64_t b, int64_
     return PB_OK;
 }
 
-/* qk_matmul_output rows of (b, query head n), positions [s0, s1): the scores of every key
- * recomputed (dot products, tiles of PB_ATT_TK_DOT keys) and written at the requested stage:
- * mode 0/1 after scale (and softcap), 2 after the mask and causal bias (-inf where masked),
- * 3 the softmax (a row with no visible key is zero). Keys are read from p->k (complete when this
- * pass runs: present, or the inputs read in place). */
-static int PB_UK(PB_DT, oatt_qk_rows)(const pb_oattn_plan *p, int64_t b, int64_t n, int64_t s0, int64_t s1) {
-    const int64_t TK = PB_ATT_TK, tk = PB_ATT_TK_DOT, H = p->H, Hp = p->Hp, R = s1 - s0, NK = p->kv_len;
-    const int direct = T_IS_F32 && H == Hp;
-    const int mode = p->qk_mode;
-    const size_t floats = (size_t)(R * Hp + R * TK + tk * Hp + (mode == 3 ? R * NK + PB_LANES : 0));
+/* With qk_matmul_output: the full-row form. An item (positions [s0, s1) x the G heads of KV head
+ * g) converts its keys once (all of them for modes 0 and 1, which expose the raw scores of every
+ * key; else up to the last visible one) and values, then per query block computes every score
+ * row whole with the GEMM-form tiles: softcap, the mode 0/1 output, mask and causal bias, the
+ * mode 2 output, then an exact two-pass softmax over the whole row (a row with no visible key
+ * is zero), the mode 3 output, and Y = P.V from the same probabilities. The score rows of a block
+ * (rows x keys floats) are the scratch; ORT materializes them too. */
+static int PB_UK(PB_DT, oatt_full)(const pb_oattn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1) {
+    const int64_t TK = PB_ATT_TK, L = PB_LANES, H = p->H, Hp = p->Hp, G = p->G, NK = p->kv_len;
+    const int64_t bsz = p->rows_per_item, Rmax = bsz * G, mode = p->qk_mode;
+    const int64_t kv_n = PB_UK(PB_DT, oatt_kend)(p, s1, INT64_MAX); /* keys any row of the item sees */
+    const int64_t kq = mode <= 1 ? NK : kv_n;                        /* keys whose scores are needed */
+    const int64_t ldk = (kq + TK - 1) / TK * TK + 2 * L, ldf = (NK + L - 1) / L * L;
+    const size_t floats = (size_t)(Hp * ldk + (kv_n + 1) * Hp + 3 * Rmax * Hp + Rmax * TK + Rmax * ldf + Hp);
     float *ws = (float *)pb_scratch(floats * sizeof(float));
     if (ws == NULL) return PB_ERR_OUT_OF_MEMORY;
-    float *qf = ws, *sc = qf + R * Hp, *kt = sc + R * TK, *full = kt + tk * Hp;
-    const int64_t g = n / p->G;
-    const T *q = (const T *)p->q + b * p->q_sb + n * p->q_sh;
-    for (int64_t r = 0; r < R; r++) {
-        PB_UK(PB_DT, att_load_row)(q + (s0 + r) * p->q_ss, qf + r * Hp, H, Hp);
-        PB_ISA_FN(att_scale)(qf + r * Hp, Hp, p->scale);
-    }
+    float *kt = ws, *vall = kt + Hp * ldk, *qf = vall + (kv_n + 1) * Hp, *o = qf + Rmax * Hp, *ot = o + Rmax * Hp;
+    float *sc = ot + Rmax * Hp, *full = sc + Rmax * TK, *tmp = full + Rmax * ldf;
+
     const T *kb = (const T *)p->k + b * p->kv_sb + g * p->kv_sg;
+    const T *vb = (const T *)p->v + b * p->kv_sb + g * p->kv_sg;
     const int64_t st = p->kv_st;
-    T *dst0 = (T *)p->qk + ((b * p->Nq + n) * p->S + s0) * NK;
-    for (int64_t tt = 0; tt < NK; tt += tk) {
-        const int64_t nk = NK - tt < tk ? NK - tt : tk;
-        if (direct) {
-            PB_ISA_FN(att_scores_dot)(qf, R, Hp, (const float *)(const void *)(kb + tt * st), st, nk, sc);
-        } else {
-            for (int64_t c = 0; c < nk; c++) PB_UK(PB_DT, att_load_row)(kb + (tt + c) * st, kt + c * Hp, H, Hp);
-            PB_ISA_FN(att_scores_dot)(qf, R, Hp, kt, Hp, nk, sc);
-        }
-        for (int64_t r = 0; r < R; r++) {
-            float *row = sc + r * TK;
-            const int64_t s = s0 + r;
-            if (p->softcap > 0.0f) PB_UK(PB_DT, oatt_softcap)(row, nk, p->softcap);
-            if (mode >= 2) {
+    for (int64_t c = 0; c < kq; c++) {
+        PB_UK(PB_DT, att_load_row)(kb + c * st, tmp, H, Hp);
+        for (int64_t h = 0; h < Hp; h++) kt[h * ldk + c] = tmp[h];
+    }
+    for (int64_t h = 0; h < Hp; h++)
+        for (int64_t c = kq; c < ldk; c++) kt[h * ldk + c] = 0.0f;
+    for (int64_t c = 0; c < kv_n; c++) PB_UK(PB_DT, att_load_row)(vb + c * st, vall + c * Hp, H, Hp);
+
+    T *qk = (T *)p->qk + (b * p->Nq * p->S) * NK;
+    for (int64_t q0 = s0; q0 < s1; q0 += bsz) {
+        const int64_t q1 = q0 + bsz < s1 ? q0 + bsz : s1, R = (q1 - q0) * G;
+        PB_UK(PB_DT, oatt_queries)(p, b, g, q0, q1, qf);
+        /* modes 2 and 3: keys past this block's last visible one are masked, not computed */
+        const int64_t bq = mode <= 1 ? kq : PB_UK(PB_DT, oatt_kend)(p, q1, INT64_MAX);
+        for (int64_t tt = 0; tt < bq; tt += TK) {
+            const int64_t nk = bq - tt < TK ? bq - tt : TK;
+            const int64_t ncols = (nk + 2 * L - 1) / (2 * L) * (2 * L);
+            PB_UK(PB_DT, oatt_prefetch_mask)(p, b, g, q0, R, tt, nk);
+            PB_ISA_FN(att_scores_packed)(qf, R, Hp, kt + tt, ldk, ncols, sc);
+            for (int64_t r = 0; r < R; r++) {
+                float *row = sc + r * TK;
+                const int64_t s = q0 + r / G, n = g * G + r % G;
+                T *dst = qk + (n * p->S + s) * NK + tt;
+                if (p->softcap > 0.0f) PB_UK(PB_DT, oatt_softcap)(row, nk, p->softcap);
+                if (mode <= 1) PB_UK(PB_DT, att_store_row)(row, dst, nk, 1.0f);
                 if (p->mask_type != PB_ONNX_MASK_NONE) PB_UK(PB_DT, oatt_mask_row)(p, b, n, s, tt, nk, row);
                 if (p->causal)
                     for (int64_t c = p->past + s + 1 - tt < 0 ? 0 : p->past + s + 1 - tt; c < nk; c++) row[c] = -INFINITY;
+                if (mode == 2) PB_UK(PB_DT, att_store_row)(row, dst, nk, 1.0f);
+                memcpy(full + r * ldf + tt, row, sizeof(float) * (size_t)nk);
             }
-            if (mode == 3)
-                memcpy(full + r * NK + tt, row, sizeof(float) * (size_t)nk);
-            else
-                PB_UK(PB_DT, att_store_row)(row, dst0 + r * NK + tt, nk, 1.0f);
         }
-    }
-    if (mode == 3) {
-        const int64_t L = PB_LANES;
-        float e[PB_LANES];
+        /* softmax over whole rows; keys past bq are masked (mode 2 writes them as -inf) */
         for (int64_t r = 0; r < R; r++) {
-            float *row = full + r * NK;
-            float mx = -INFINITY;
-            for (int64_t c = 0; c < NK; c++) mx = row[c] > mx ? row[c] : mx;
-            if (mx == -INFINITY) { /* every key masked: a zero row, as the spec's guard */
-                memset(row, 0, sizeof(float) * (size_t)NK);
-                PB_UK(PB_DT, att_store_row)(row, dst0 + r * NK, NK, 1.0f);
-                continue;
+            float *row = full + r * ldf;
+            for (int64_t c = bq; c < ldf; c++) row[c] = -INFINITY;
+            if (mode == 2 && bq < NK) {
+                const int64_t s = q0 + r / G, n = g * G + r % G;
+                PB_UK(PB_DT, att_store_row)(row + bq, qk + (n * p->S + s) * NK + bq, NK - bq, 1.0f);
             }
-            const vf mv = vf_set1(mx);
-            float sum = 0.0f;
-            for (int64_t c = 0; c < NK; c += L) {
-                const int64_t w = NK - c < L ? NK - c : L;
-                vf x = w == L ? vf_load_f32(row + c) : pb_f32_load_part(row + c, w);
-                vf_store_f32(e, PB_VEXP(vf_sub(x, mv)));
-                for (int64_t i = 0; i < w; i++) { /* masked keys exactly zero (exp is clamped) */
-                    const float v = row[c + i] == -INFINITY ? 0.0f : e[i];
-                    row[c + i] = v;
-                    sum += v;
+            vf mx = vf_set1(-INFINITY);
+            for (int64_t c = 0; c < ldf; c += L) mx = vf_max(mx, vf_load_f32(row + c));
+            const float m = vf_hmax(mx);
+            float scale = 0.0f;
+            if (m == -INFINITY) { /* every key masked: a zero row, as the spec's guard */
+                memset(row, 0, sizeof(float) * (size_t)ldf);
+            } else {
+                const vf mv = vf_set1(m), lo = vf_set1(-80.0f), kf = vf_set1(0x1p-60f);
+                vf sum = vf_zero();
+                for (int64_t c = 0; c < ldf; c += L) { /* as oatt_softmax_step: no denormals, masked keys 0 */
+                    const vf e = vf_sub(vf_add(PB_VEXP(vf_max(lo, vf_sub(vf_load_f32(row + c), mv))), kf), kf);
+                    vf_store_f32(row + c, e);
+                    sum = vf_add(sum, e);
                 }
+                scale = 1.0f / vf_hsum(sum);
+                PB_ISA_FN(att_scale)(row, ldf, scale);
             }
-            PB_UK(PB_DT, att_store_row)(row, dst0 + r * NK, NK, 1.0f / sum);
+            if (mode == 3) {
+                const int64_t s = q0 + r / G, n = g * G + r % G;
+                PB_UK(PB_DT, att_store_row)(row, qk + (n * p->S + s) * NK, NK, 1.0f);
+            }
+        }
+        /* Y = P.V, tile by tile (each tile summed on its own, then added) */
+        memset(o, 0, sizeof(float) * (size_t)(R * Hp));
+        memset(ot, 0, sizeof(float) * (size_t)(R * Hp));
+        const int64_t vq = bq < kv_n ? bq : kv_n;
+        for (int64_t tt = 0; tt < vq; tt += TK) {
+            const int64_t nk = vq - tt < TK ? vq - tt : TK;
+            for (int64_t r = 0; r < R; r++) memcpy(sc + r * TK, full + r * ldf + tt, sizeof(float) * (size_t)nk);
+            PB_ISA_FN(att_pv)(sc, R, nk, vall + tt * Hp, Hp, Hp, ot);
+            PB_ISA_FN(att_add_tile)(o, ot, R * Hp);
+        }
+        for (int64_t r = 0; r < R; r++) {
+            const int64_t s = q0 + r / G, n = g * G + r % G;
+            PB_UK(PB_DT, att_store_row)(o + r * Hp, (T *)p->out + b * p->o_sb + n * p->o_sh + s * p->o_ss, H, 1.0f);
         }
     }
     return PB_OK;

@@ -6,7 +6,8 @@
  * the keys flash-decoding style when batch x KV heads cannot keep the threads busy, and a combine
  * step merges the partials. present = past ++ new is written before the attention pass, except
  * that the decode form copies the past rows into present as it reads them (read once). The
- * optional qk_matmul_output runs as a second, simpler pass over (batch, head, query block). */
+ * optional qk_matmul_output switches every item to the full-row form (whole score rows: the
+ * output at the requested stage, an exact softmax, Y from the same probabilities). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -25,7 +26,6 @@
 #define OA_DECODE_GRAIN 32768  /* decode: key/value elements one more thread should stream */
 #define OA_MIN_SPLIT_KEYS 256  /* a key chunk of a split item is at least this long */
 #define OA_COPY_GRAIN 262144   /* elements copied one more thread should get */
-#define OA_QK_ROWS 8           /* query positions per qk_matmul_output item */
 #define OA_MAX_HEAD 1024
 #define OA_LIMIT (INT64_C(1) << 40)
 
@@ -42,17 +42,18 @@ typedef struct {
     int32_t threads;
 } oa_sched;
 
-static void plan_schedule(const pb_oattn_plan *p, int64_t max_kv, int32_t max_threads, oa_sched *s) {
+/* full: the full-row form (qk_matmul_output), grouped like the prefill form, never split */
+static void plan_schedule(const pb_oattn_plan *p, int64_t max_kv, int32_t max_threads, int full, oa_sched *s) {
     s->rows_per_item = p->G >= OA_ROWS ? 1 : OA_ROWS / p->G;
     if (s->rows_per_item > p->S) s->rows_per_item = p->S;
     s->n_sblocks = (p->S + s->rows_per_item - 1) / s->rows_per_item;
     const int64_t heads = p->B * p->Nkv;
-    const int prefill = !pb_att_decode_form(p->S, s->rows_per_item * p->G);
+    const int prefill = full || !pb_att_decode_form(p->S, s->rows_per_item * p->G);
     if (prefill) {
         int64_t work = p->B * p->Nq * p->S;
         work = work > OA_LIMIT / (max_kv + 1) ? OA_LIMIT : work * (max_kv + 1);
         work = work > OA_LIMIT / p->H ? OA_LIMIT : work * p->H;
-        if (p->causal) work /= 2;
+        if (p->causal && !full) work /= 2;
         s->threads = pb_threads_for(max_threads, work, OA_GRAIN);
     } else {
         int64_t work = heads > OA_LIMIT / (max_kv + 1) ? OA_LIMIT : heads * (max_kv + 1);
@@ -80,9 +81,8 @@ typedef struct {
     const oa_sched *s;
     pb_oattn_ukernel uk;
     pb_oattn_combine_ukernel combine;
-    pb_oattn_qk_ukernel qk;
+    pb_oattn_full_ukernel full; /* non-NULL: every item takes the full-row form */
     float *partials;
-    int64_t qk_blocks;
     atomic_llong next;
     atomic_int status;
 } oa_ctx;
@@ -106,7 +106,7 @@ static void oa_items(void *vctx, int64_t r0, int64_t r1) {
         const int64_t t0 = s->nsplit > 1 ? split * s->chunk : 0;
         const int64_t t1 = s->nsplit > 1 && split < s->nsplit - 1 ? t0 + s->chunk : INT64_MAX;
         float *part = s->nsplit > 1 ? c->partials + ((b * p->Nkv + g) * s->nsplit + split) * s->part_stride : NULL;
-        const int rc = c->uk(p, b, g, s0, s1, t0, t1, part);
+        const int rc = c->full ? c->full(p, b, g, s0, s1) : c->uk(p, b, g, s0, s1, t0, t1, part);
         if (rc != PB_OK) atomic_store(&c->status, rc);
     }
 }
@@ -117,17 +117,6 @@ static void oa_combine_range(void *vctx, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) {
         const int rc = c->combine(p, i / p->Nkv, i % p->Nkv, 0, p->S, c->partials + i * c->s->nsplit * c->s->part_stride,
                                   c->s->nsplit, c->s->part_stride);
-        if (rc != PB_OK) atomic_store(&c->status, rc);
-    }
-}
-
-static void oa_qk_range(void *vctx, int64_t i0, int64_t i1) {
-    oa_ctx *c = (oa_ctx *)vctx;
-    const pb_oattn_plan *p = c->p;
-    for (int64_t i = i0; i < i1; i++) { /* i = (b * Nq + n) * qk_blocks + block */
-        const int64_t bn = i / c->qk_blocks, blk = i % c->qk_blocks;
-        const int64_t s0 = blk * OA_QK_ROWS, s1 = s0 + OA_QK_ROWS < p->S ? s0 + OA_QK_ROWS : p->S;
-        const int rc = c->qk(p, bn / p->Nq, bn % p->Nq, s0, s1);
         if (rc != PB_OK) atomic_store(&c->status, rc);
     }
 }
@@ -294,13 +283,14 @@ int pb_onnx_attention(const void *args) {
     int64_t max_kv = total;
     if (a->mask_type != PB_ONNX_MASK_NONE && a->mask_len < max_kv) max_kv = a->mask_len;
     oa_sched sch;
-    plan_schedule(&p, max_kv, a->exec.num_threads, &sch);
+    const int full = a->qk_output != NULL;
+    plan_schedule(&p, full ? total : max_kv, a->exec.num_threads, full, &sch);
     p.rows_per_item = sch.rows_per_item;
 
     /* present: the decode form copies the past rows as it reads them (when it reads them all) */
     oa_append_ctx ap = {.a = a, .esz = pb_dtype_size(a->dtype), .copy_past = P > 0};
     if (a->present_key != NULL) {
-        if (P > 0 && pb_att_decode_form(S, sch.rows_per_item * p.G) && max_kv >= P) {
+        if (P > 0 && !full && pb_att_decode_form(S, sch.rows_per_item * p.G) && max_kv >= P) {
             ap.copy_past = 0;
             p.k_past = a->past_key;
             p.v_past = a->past_value;
@@ -324,23 +314,13 @@ int pb_onnx_attention(const void *args) {
     }
     const pb_onnx_attn_table *tab = pb_active_isa()->onnx_attn;
     const int di = pb_dtype_index(a->dtype);
-    oa_ctx c = {.p = &p, .s = &sch, .uk = tab->attention[di], .combine = tab->combine[di], .qk = tab->qk_rows[di],
-                .partials = partials};
+    oa_ctx c = {.p = &p, .s = &sch, .uk = tab->attention[di], .combine = tab->combine[di],
+                .full = full ? tab->full[di] : NULL, .partials = partials};
     atomic_init(&c.next, 0);
     atomic_init(&c.status, PB_OK);
     CHECK(pb_parallel_for(sch.threads, sch.threads, oa_items, &c));
     if (atomic_load(&c.status) == PB_OK && sch.nsplit > 1)
         CHECK(pb_parallel_for(sch.threads, B * Nkv, oa_combine_range, &c));
-    if (atomic_load(&c.status) == PB_OK && a->qk_output != NULL) {
-        /* present is complete now (the decode form's copies included): read keys from p.k */
-        p.k_past = p.v_past = NULL;
-        c.qk_blocks = (S + OA_QK_ROWS - 1) / OA_QK_ROWS;
-        int64_t work = B * Nq * S;
-        work = work > OA_LIMIT / total ? OA_LIMIT : work * total;
-        work = work > OA_LIMIT / H ? OA_LIMIT : work * H;
-        CHECK(pb_parallel_for(pb_threads_for(a->exec.num_threads, work, OA_GRAIN), B * Nq * c.qk_blocks, oa_qk_range,
-                              &c));
-    }
     const int rc = atomic_load(&c.status);
     if (rc != PB_OK) return pb_fail(rc, "%s: out of scratch memory (see PERFBENCH_SCRATCH_MAX_BYTES)", k);
     return PB_OK;
