@@ -411,3 +411,40 @@ def test_case_validation():
                 {"seq": 2, "heads": 2, "head_size": 8, "positions": 0, "max_pos": 9}):
         with pytest.raises(UsageError):
             rot.make_case(bad)
+
+
+# ---- kernel shapes the op does not sweep ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_kernel_pads_a_short_mask_and_broadcasts_it_over_queries(threads):
+    """A (B, 1, 1, L) bool mask with L < past (decode, keys past L masked: the decode form must
+    still copy every past row into present) and a (1, L) float mask over 5 queries, both without
+    is_causal (onnx.reference mis-broadcasts such masks with it), against onnx.reference."""
+    from perfbench.ops._onnx_attn import reference_run
+    from perfbench.ops.base import GraphSpec
+
+    rng = np.random.default_rng(5)
+    for S, P, mshape, mdt in ((1, 700, (2, 1, 1, 300), np.bool_), (5, 40, (1, 30), np.float32)):
+        B, Nq, Nkv, H = 2, 6, 2, 24
+        T, total = S, P + S
+        x = {"Q": rng.standard_normal((B, Nq, S, H)).astype(np.float32),
+             "K": rng.standard_normal((B, Nkv, T, H)).astype(np.float32),
+             "V": rng.standard_normal((B, Nkv, T, H)).astype(np.float32),
+             "attn_mask": (rng.random(mshape) > 0.3) if mdt is np.bool_ else rng.standard_normal(mshape).astype(mdt),
+             "past_key": rng.standard_normal((B, Nkv, P, H)).astype(np.float32),
+             "past_value": rng.standard_normal((B, Nkv, P, H)).astype(np.float32)}
+        spec = GraphSpec("Attention", "", 23,
+                         [("Q", "float", (B, Nq, S, H)), ("K", "float", (B, Nkv, T, H)), ("V", "float", (B, Nkv, T, H)),
+                          ("attn_mask", "bool" if mdt is np.bool_ else "float", mshape),
+                          ("past_key", "float", (B, Nkv, P, H)), ("past_value", "float", (B, Nkv, P, H))],
+                         [("Y", (B, Nq, S, H)), ("present_key", (B, Nkv, total, H)),
+                          ("present_value", (B, Nkv, total, H))])
+        want = reference_run(spec, x)
+        out = {n: np.full(s, 7.0, np.float32) for n, s in (("Y", (B, Nq, S, H)), ("present_key", (B, Nkv, total, H)),
+                                                           ("present_value", (B, Nkv, total, H)))}
+        kernels.onnx_attention(_lib(), x["Q"], x["K"], x["V"], out["Y"], attn_mask=x["attn_mask"],
+                               past_key=x["past_key"], past_value=x["past_value"], present_key=out["present_key"],
+                               present_value=out["present_value"], threads=threads).run()
+        for name in out:
+            assert numerics.error(out[name], want[name], H) <= 1e-5, (S, name)
