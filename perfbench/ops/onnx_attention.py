@@ -380,6 +380,8 @@ class OnnxAttention(Op):
         if node.dtype not in ("f32", "f16", "bf16"):
             raise NodeUnsupported(f"{where}: element type {node.dtype} is not implemented (f32, f16, bf16)")
         (qd, qs), (kd, ks), (vd, vs) = ins[0], ins[1], ins[2]
+        if np.dtype(kd) != np.dtype(qd) or np.dtype(vd) != np.dtype(qd):
+            raise UsageError(f"{where}: Q, K, V element types differ ({qd}, {kd}, {vd})")
         if not len(qs) == len(ks) == len(vs) or len(qs) not in (3, 4):
             raise UsageError(f"{where}: Q, K, V must all be 3-D or all 4-D, got {qs}, {ks}, {vs}")
         if len(qs) == 4:
