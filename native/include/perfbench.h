@@ -369,6 +369,81 @@ int pb_trilu(const void *args);
 
 /* ---- onnx_attention.toml: ai.onnx Attention and RotaryEmbedding (opset 23) ---- */
 /* PB_GROUP_ONNX_ATTN_BEGIN */
+/* ai.onnx Attention (opset 23), as onnx.reference computes it.
+ * layout PB_LAYOUT_BNSH (4-D): query (B, q_num_heads, q_seq, H), key/value (B, kv_num_heads,
+ * kv_seq, H), output (B, q_num_heads, q_seq, H); PB_LAYOUT_BSNH (3-D): query (B, q_seq,
+ * q_num_heads*H), key/value (B, kv_seq, kv_num_heads*H), output (B, q_seq, q_num_heads*H).
+ * Query head n reads KV head n / (q_num_heads / kv_num_heads). With past (past_seq > 0):
+ * past_key/past_value (B, kv_num_heads, past_seq, H), and present = past ++ new keys/values
+ * (B, kv_num_heads, past_seq + kv_seq, H) is required; without past, present is optional (NULL:
+ * not written). Scores: (q . k) * scale, then softcap (c * tanh(x / c), c > 0), then the mask
+ * bias: attn_mask element (b, n, s, t) at attn_mask + b*mask_sb + n*mask_sh + s*mask_ss + t for
+ * t < mask_len (a stride 0 broadcasts; keys t >= mask_len are masked, as ONNX pads a short mask),
+ * bool (uint8: 0 = masked, -inf) or float (the cell's dtype, added); is_causal: query s sees keys
+ * t <= past_seq + s (bottom-right). A row whose every key is masked gives zeros. qk_output
+ * (NULL or (B, q_num_heads, q_seq, past_seq + kv_seq)): qk_matmul_output_mode 0 = scaled QK,
+ * 1 = after softcap, 2 = after softcap and mask (-inf where masked), 3 = after softmax (zero rows
+ * where fully masked). Declined with PB_ERR_UNSUPPORTED: mode 0 with softcap > 0 (the spec's
+ * text says raw QK, onnx.reference returns it softcapped), head_size > 1024. */
+#define PB_ONNX_MASK_NONE 0
+#define PB_ONNX_MASK_BOOL 1
+#define PB_ONNX_MASK_FLOAT 2
+typedef struct pb_onnx_attention_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t layout;
+    int32_t is_causal;
+    int32_t mask_type; /* PB_ONNX_MASK_* */
+    int32_t qk_matmul_output_mode;
+    float scale;   /* 0: 1/sqrt(head_size) */
+    float softcap; /* 0: off */
+    int64_t batch;
+    int64_t q_seq;
+    int64_t kv_seq;
+    int64_t past_seq;
+    int64_t q_num_heads;
+    int64_t kv_num_heads;
+    int64_t head_size;
+    int64_t mask_sb;
+    int64_t mask_sh;
+    int64_t mask_ss;
+    int64_t mask_len;
+    const void *query;
+    const void *key;
+    const void *value;
+    const void *attn_mask;
+    const void *past_key;
+    const void *past_value;
+    void *output;
+    void *present_key;
+    void *present_value;
+    void *qk_output;
+} pb_onnx_attention_args;
+int pb_onnx_attention(const void *args);
+
+/* ai.onnx RotaryEmbedding (opset 23). input/output PB_LAYOUT_BSNH (batch, seq,
+ * num_heads*head_size) or PB_LAYOUT_BNSH (batch, num_heads, seq, head_size). The first
+ * rotary_dim elements of each head vector rotate (halves, or pairs (x[2i], x[2i+1]) when
+ * interleaved), the rest pass through. position_ids int64 (batch, seq) in [0, max_pos) with
+ * cos/sin caches (max_pos, rotary_dim/2), or NULL with caches (batch, seq, rotary_dim/2). */
+typedef struct pb_onnx_rotary_embedding_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t layout;
+    int32_t interleaved;
+    int64_t batch;
+    int64_t seq;
+    int64_t num_heads;
+    int64_t head_size;
+    int64_t rotary_dim; /* even, 2 .. head_size */
+    int64_t max_pos;    /* cache rows with position_ids (ignored without) */
+    const void *input;
+    const int64_t *position_ids;
+    const void *cos_cache;
+    const void *sin_cache;
+    void *output;
+} pb_onnx_rotary_embedding_args;
+int pb_onnx_rotary_embedding(const void *args);
 /* PB_GROUP_ONNX_ATTN_END */
 
 /* ---- host peak probes (perfbench peaks) ------------------------------------------------- */

@@ -88,7 +88,10 @@ def make_session(model: bytes, threads: int, spin: str, profile_dir: str | None 
 
 def is_missing_kernel(exc: Exception) -> bool:
     text = str(exc)
-    return "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text
+    # the last form: no kernel in this dtype, and the op's ONNX function body that ORT falls back
+    # on does not type-check (ai.onnx Attention-23 in bfloat16 with a float attn_mask)
+    return ("NOT_IMPLEMENTED" in text or "Could not find an implementation" in text
+            or ("Type Error: Type parameter" in text and "bound to different types" in text))
 
 
 def _element_type(a: np.ndarray):
