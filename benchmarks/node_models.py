@@ -46,9 +46,9 @@ def model(path: Path, op, inputs, outputs, attrs=None, domain="", opset=None, in
 def data(folder: Path, inputs=(), outputs=()):
     folder.mkdir(parents=True, exist_ok=True)
     for k, (n, a) in enumerate(inputs):
-        (folder / f"input_{k}.pb").write_bytes(numpy_helper.from_array(np.ascontiguousarray(a), n).SerializeToString())
+        (folder / f"input_{k}.pb").write_bytes(numpy_helper.from_array(np.asarray(a, order="C"), n).SerializeToString())
     for k, (n, a) in enumerate(outputs):
-        (folder / f"output_{k}.pb").write_bytes(numpy_helper.from_array(np.ascontiguousarray(a), n).SerializeToString())
+        (folder / f"output_{k}.pb").write_bytes(numpy_helper.from_array(np.asarray(a, order="C"), n).SerializeToString())
     return str(folder)
 
 

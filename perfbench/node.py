@@ -147,7 +147,7 @@ def read_tensor(path: Path) -> tuple:
             arr = numpy_helper.to_array(t)
     except Exception as e:  # noqa: BLE001
         raise UsageError(f"{path}: not a readable TensorProto ({e.__class__.__name__}: {e})") from e
-    return t.name, np.ascontiguousarray(arr)
+    return t.name, np.asarray(arr, order="C")  # keeps 0-d arrays 0-d
 
 
 def _numbered(folder: Path, stem: str) -> list:
@@ -264,7 +264,7 @@ def read_tensor_proto(t: onnx.TensorProto, where: str) -> tuple:
             arr = np.asarray(arr).view(dtypes.BF16.numpy)
     except Exception as e:  # noqa: BLE001
         raise UsageError(f"{where}: cannot be read ({e})") from e
-    return t.name, np.ascontiguousarray(arr)
+    return t.name, np.asarray(arr, order="C")  # keeps 0-d arrays 0-d
 
 
 def _input_shape(prob: Problem, name: str) -> tuple:
@@ -542,7 +542,7 @@ def run_ort(prob: Problem, threads: int) -> tuple:
     names = [n for n, _, _ in prob.graph_outputs]
     try:
         # through OrtValues: ORT's numpy bridge knows no bfloat16 (ml_dtypes), IOBinding does
-        values = {n: ortlib._ortvalue(np.ascontiguousarray(a)) for n, a in feeds.items()}
+        values = {n: ortlib._ortvalue(np.asarray(a, order="C")) for n, a in feeds.items()}
         got = sess.run_with_ort_values(names, values)
         outs = {}
         binding = None
@@ -590,7 +590,7 @@ def generate_inputs(prob: Problem, op: Op, binding: NodeBinding, info: NodeInfo,
         want = _input_dtype(prob, name)
         if arr.dtype != want:
             arr = arr.astype(want)
-        prob.arrays[name] = np.ascontiguousarray(arr.reshape(_input_shape(prob, name)))
+        prob.arrays[name] = np.asarray(arr.reshape(_input_shape(prob, name)), order="C")
         prob.generated.append(name)
     for n in missing:
         if n not in prob.arrays:  # a graph input the node does not read: zeros of its declared shape
@@ -759,14 +759,14 @@ def save(prob: Problem, ours: dict, reference: dict | None, matched: bool, folde
             (tmp / f"input_{k}.pb").write_bytes(numpy_helper.from_array(prob.arrays[name], name).SerializeToString())
         name_of = {n: f"o{j}" for j, n in enumerate(prob.node.output)}
         for k, (name, _, _) in enumerate(prob.graph_outputs):
-            arr = np.ascontiguousarray(ours[name_of[name]])
+            arr = np.asarray(ours[name_of[name]], order="C")
             mine = numpy_helper.from_array(arr, name).SerializeToString()
             if matched:
                 (tmp / f"output_{k}.pb").write_bytes(mine)
                 continue
             (tmp / f"ours_output_{k}.pb").write_bytes(mine)
             if reference is not None:
-                ref = np.ascontiguousarray(np.asarray(reference[name]).astype(arr.dtype))
+                ref = np.asarray(np.asarray(reference[name]).astype(arr.dtype), order="C")
                 (tmp / f"output_{k}.pb").write_bytes(numpy_helper.from_array(ref, name).SerializeToString())
         os.chmod(tmp, 0o755)
         if out.exists():  # an empty folder: move the files in

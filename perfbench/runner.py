@@ -155,7 +155,9 @@ def derive(op, cell, outcome, peaks: list, facts) -> dict:
     dt = dtypes.get(cell.dtype)
     nbytes = op.bytes_moved(cell.case, dt)
     flops = op.flops(cell.case)
-    level = verdicts.cache_level(nbytes, cell.threads, facts.l2_bytes, facts.l3_bytes)
+    # a cold cell's data comes from DRAM whatever its size (caches evicted before every call)
+    level = "DRAM" if cell.cache == "cold" else verdicts.cache_level(nbytes, cell.threads, facts.l2_bytes,
+                                                                       facts.l3_bytes)
     bound = op.bound_for(cell.case)
     if bound == "compute":
         # our kernels compute in f32 whatever the storage type (f16/bf16 converted in registers),

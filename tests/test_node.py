@@ -34,9 +34,9 @@ def softmax_model(path, opset, axis, shape, dt=TensorProto.FLOAT, extra_node=Fal
 def write_data(folder, inputs=(), outputs=()):
     folder.mkdir(parents=True, exist_ok=True)
     for k, (name, a) in enumerate(inputs):
-        (folder / f"input_{k}.pb").write_bytes(numpy_helper.from_array(np.ascontiguousarray(a), name).SerializeToString())
+        (folder / f"input_{k}.pb").write_bytes(numpy_helper.from_array(np.asarray(a, order="C"), name).SerializeToString())
     for k, (name, a) in enumerate(outputs):
-        (folder / f"output_{k}.pb").write_bytes(numpy_helper.from_array(np.ascontiguousarray(a), name).SerializeToString())
+        (folder / f"output_{k}.pb").write_bytes(numpy_helper.from_array(np.asarray(a, order="C"), name).SerializeToString())
     return str(folder)
 
 
@@ -328,3 +328,20 @@ def test_bf16_head_to_head_with_ort(tmp_path, lib):
     rep = node.run(str(tmp_path / "t.onnx"), timing=False, lib=lib)
     assert rep.exit_code == 0 and rep.ort_status == "ok" and rep.reference == "ORT", node.render(rep)
     assert rep.checks[0].err == 0.0
+
+
+def test_rank0_inputs_stay_rank0(tmp_path, lib):
+    """A scalar index (Gather axis=1 with a 0-d index drops that axis): 0-d arrays must not
+    become shape (1,) on the way to ORT or to us."""
+    n = helper.make_node("Gather", ["x", "i"], ["y"], axis=1)
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 7, 5]),
+                                     helper.make_tensor_value_info("i", TensorProto.INT64, [])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 10
+    onnx.save(m, str(tmp_path / "g.onnx"))
+    x = np.random.default_rng(4).standard_normal((3, 7, 5)).astype(np.float32)
+    d = write_data(tmp_path / "d", [("x", x), ("i", np.array(-2, np.int64))])
+    rep = node.run(str(tmp_path / "g.onnx"), data=d, timing=False, lib=lib)
+    assert rep.exit_code == 0 and rep.ort_status == "ok", node.render(rep)
+    assert rep.inputs[1][3] == []

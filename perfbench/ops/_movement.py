@@ -145,6 +145,7 @@ def table(shape: tuple, dt: dtypes.DType, seed: int) -> np.ndarray:
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"table-v{TABLE_VERSION}-{shape_str(shape)}-{dt.name}-{seed:016x}.bin"
     if not path.exists() or path.stat().st_size != nbytes:
+        _remove_stale_partials(d)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=d)
         try:
             os.close(fd)
@@ -153,9 +154,24 @@ def table(shape: tuple, dt: dtypes.DType, seed: int) -> np.ndarray:
             _generate(shape, dt, seed, w)
             w.flush()
             del w
+            with open(tmp, "rb") as f:  # on disk before it gets its final name
+                os.fsync(f.fileno())
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
     return np.memmap(path, dtype=dt.numpy, mode="r", shape=shape)
+
+
+def _remove_stale_partials(d: Path, older_than_s: float = 600.0) -> None:
+    """Partial tables of writers that died (a worker killed mid-write never runs its cleanup):
+    a `.tmp` untouched for 10 minutes is no longer being written."""
+    import time
+
+    for f in d.glob("table-*.tmp"):
+        try:
+            if time.time() - f.stat().st_mtime > older_than_s:
+                f.unlink()
+        except OSError:
+            pass

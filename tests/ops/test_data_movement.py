@@ -493,3 +493,32 @@ def test_streaming_and_plain_copies_at_any_alignment(nt_bytes):
     env = dict(os.environ, PERFBENCH_MOVEMENT_NT_BYTES=nt_bytes)
     r = subprocess.run([sys.executable, "-c", NT_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+# ---- work split across threads: shapes past the per-thread grain ---------------------------------
+
+
+@pytest.mark.parametrize("op_name,params", [
+    ("Transpose", {"shape": "2x96x16x128", "perm": "0213"}),    # 1.5 MB f32: contiguous runs split
+    ("Transpose", {"shape": "1x256x12x96", "perm": "0231"}),    # tiles split mid-odometer
+    ("Transpose", {"shape": "700x900", "perm": "10"}),
+    ("Concat", {"heads": 8, "head_size": 128, "past": 300, "new": 7}),
+    ("Trilu", {"rows": 700, "cols": 650, "upper": 0, "k": -3}),
+    ("ScatterND", {"shape": "1x8x512x128", "k": 3, "updates": 64}),
+])
+def test_threads_split_large_work_exactly(op_name, params):
+    """Every case here exceeds the 512 KiB a thread takes before another is woken, so 2 and 3
+    threads really split it (the small CASES above run on one thread whatever is asked)."""
+    op = ops_pkg.get(op_name)
+    case = op.make_case(params)
+    dt = dtypes.F32
+    inputs = op.make_inputs(case, dt, np.random.default_rng(SEED))
+    oracle = op.oracle(case, op.oracle_inputs(case, inputs))
+    for threads in (1, 2, 3):
+        mine = op.private_inputs(case, inputs)
+        out = op.new_outputs(case, dt.numpy, mine)
+        for a in out.values():
+            a[...] = np.nan
+        op.prepare_ours(_lib(), case, mine, out, threads).run()
+        for k, want in oracle.items():
+            assert np.array_equal(out[k].astype(np.float64), want), (op_name, params, threads, k)
