@@ -3,8 +3,9 @@
  * pb_layer_norm over rows [r0, r1), in f32 in registers, two passes over each row:
  *
  * Pass 1 reads x (+ skip + bias) once and forms v. It accumulates the sum and the sum of squares
- * of d = v - K, with K = v[0] (a shift: the one-pass variance S2/n - (S1/n)^2 then stays accurate
- * when |mean| >> std, e.g. a row offset by a constant), 4 vectors at a time into 8 accumulators;
+ * of d = v - K, with K the mean of the row's first vector (a shift: the one-pass variance
+ * S2/n - (S1/n)^2 then stays accurate when |mean| >> std, e.g. a row offset by a constant, and S1
+ * stays small), 4 vectors at a time into 8 accumulators;
  * the simplified (RMS) form needs only the squares of v. It stores the `sum` output (v rounded
  * once) when asked, and f32 rows with a skip or bias keep v in y as the work row.
  * Pass 2 reads v back -- from y (f32 with skip/bias) or recomputed from the inputs, which the
@@ -68,17 +69,17 @@ PB_LN_INLINE void PB_UK(PB_DT, ln_rows)(const pb_layer_norm_args *a, int64_t r0,
     const int WORK = T_IS_F32 && (SKIP || BIAS);
     for (int64_t r = r0; r < r1; r++) {
         const T *x = (const T *)a->x + r * n;
-        const T *sk = SKIP ? (const T *)a->skip + (r % a->skip_rows) * n : NULL;
+        /* (no division when the skip has every row: the common case) */
+        const T *sk = !SKIP ? NULL : (const T *)a->skip + (a->skip_rows == a->rows ? r : r % a->skip_rows) * n;
         T *y = (T *)a->y + r * n;
         float *w = (float *)(void *)y; /* the work row (used only when WORK, i.e. T is float) */
         T *s = SUM ? (T *)a->sum + r * n : NULL;
 
         /* pass 1: statistics (and the sum output, and the work row) */
         float k0 = 0.0f;
-        if (!SIMPLE) {
-            k0 = T_TO_F32(x[0]);
-            if (SKIP) k0 += T_TO_F32(sk[0]);
-            if (BIAS) k0 += T_TO_F32(bi[0]);
+        if (!SIMPLE) { /* the shift: the mean of the first vector, within ~std/sqrt(lanes) of the row's */
+            vf f = n >= L ? PB_UK(PB_DT, ln_v)(x, sk, bi, 0, SKIP, BIAS) : PB_UK(PB_DT, ln_v_part)(x, sk, bi, 0, n, SKIP, BIAS);
+            k0 = vf_hsum(f) / (float)(n >= L ? L : n);
         }
         const vf K = vf_set1(k0);
         vf acc[PB_LN_UNROLL], sq[PB_LN_UNROLL]; /* sums of d = v - K (v for simplified) and of d^2 */
