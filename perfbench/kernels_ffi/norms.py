@@ -86,7 +86,7 @@ def layer_norm(lib: Library, x: np.ndarray, scale: np.ndarray, y: np.ndarray, *,
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) \
             or not math.isfinite(float(epsilon)) or float(epsilon) < 0:
         raise UsageError(f"{k}: epsilon must be a finite number >= 0, got {epsilon!r}")
-    if not math.isfinite(float(np.float32(epsilon))):
+    if float(epsilon) > float(np.finfo(np.float32).max):
         raise UsageError(f"{k}: epsilon={epsilon!r} overflows float32")
     args = lib.ffi.new("pb_layer_norm_args*")
     _exec(args, _check_threads(threads, k), device, k)
