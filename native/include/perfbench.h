@@ -216,6 +216,34 @@ int pb_multi_head_attention(const void *args);
 
 /* ---- norms.toml: LayerNormalization family, RMSNormalization ---- */
 /* PB_GROUP_NORMS_BEGIN */
+/* The LayerNormalization family over rows of `hidden` elements (x, y: (rows, hidden) of `dtype`):
+ *   v = x[r] (+ skip[r % skip_rows]) (+ bias)            (computed in f32, never rounded)
+ *   simplified = 0: y = (v - mean(v)) / sqrt(var(v) + epsilon) * scale (+ beta)
+ *   simplified = 1: y = v / sqrt(mean(v^2) + epsilon) * scale          (RMS norm)
+ * var is the population variance. Optional outputs (NULL = not written): mean (rows) float32
+ * (simplified = 0 only), inv_std (rows) float32 = 1 / sqrt(var + epsilon) (or of the mean square),
+ * sum (rows, hidden) of `dtype` = v rounded once. skip (skip_rows, hidden), skip_rows dividing rows
+ * (a skip of one batch row broadcast over the batch), or NULL with skip_rows = 0; scale, beta,
+ * bias: (hidden). beta needs simplified = 0. No output may overlap an input or another output. */
+typedef struct pb_layer_norm_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t simplified;
+    float epsilon; /* >= 0, finite */
+    int64_t rows;
+    int64_t hidden;
+    int64_t skip_rows;
+    const void *x;
+    const void *skip;  /* NULL: none */
+    const void *bias;  /* NULL: none (added before the statistics) */
+    const void *scale; /* gamma */
+    const void *beta;  /* NULL: none (added after scaling) */
+    void *y;
+    float *mean;
+    float *inv_std;
+    void *sum;
+} pb_layer_norm_args;
+int pb_layer_norm(const void *args);
 /* PB_GROUP_NORMS_END */
 
 /* ---- elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, ReduceMean ---- */

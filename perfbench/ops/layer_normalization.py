@@ -1,0 +1,31 @@
+"""ai.onnx LayerNormalization (opset 17) over the last axis of X (rows, hidden): optional B (beta),
+optional float32 Mean and InvStdDev outputs (rows, 1). ORT 1.31 runs f32, f16 and bf16 kernels
+(bf16 is compared head to head). See perfbench/ops/_norms.py for the family's semantics."""
+
+from __future__ import annotations
+
+from perfbench.ops import _norms
+from perfbench.ops.base import Mutant, register
+
+
+@register
+class LayerNormalization(_norms.NormOp):
+    name = "LayerNormalization"
+    op_type = "LayerNormalization"
+    domain = ""
+    opset = 17
+    in_slots = ("x", "scale", "beta")
+    out_slots = ("y", "mean", "inv_std")
+    in_names = {"x": "X", "scale": "Scale", "beta": "B"}
+    out_names = {"y": "Y", "mean": "Mean", "inv_std": "InvStdDev"}
+    params = _norms.NormOp.make_params(beta=True, stats=True, skip=False)
+    mutants = (
+        Mutant("mean not subtracted", _norms.m_mean_ignored),
+        *_norms.NormOp.standard_mutants(),
+        Mutant("InvStdDev holds the std", _norms.m_inv_std_is_std, lambda case: case.p["stats"] == 1),
+    )
+    node_types = (("", "LayerNormalization"),)
+
+    def oracle(self, case, inputs):
+        # an ONNX-standard op: the truth is onnx.reference's LayerNormalization on float64 inputs
+        return _norms.onnx_reference(self, case, inputs)

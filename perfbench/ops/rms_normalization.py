@@ -1,0 +1,33 @@
+"""ai.onnx RMSNormalization (opset 23) over the last axis of X (rows, hidden): y = x / sqrt(mean(x^2) +
+epsilon) * scale. ORT 1.31 runs f32 and f16 kernels; its bf16 graph fails to load (the op's function
+body needs a bf16 Mul), so bf16 cells compare with ORT in f32. See perfbench/ops/_norms.py."""
+
+from __future__ import annotations
+
+from perfbench.ops import _norms
+from perfbench.ops.base import Mutant, register
+
+
+@register
+class RMSNormalization(_norms.NormOp):
+    name = "RMSNormalization"
+    op_type = "RMSNormalization"
+    domain = ""
+    opset = 23
+    min_opset = 23
+    simplified = True
+    ort_substitute = {"bf16": "f32"}
+    in_slots = ("x", "scale")
+    out_slots = ("y",)
+    in_names = {"x": "X", "scale": "scale"}
+    out_names = {"y": "Y"}
+    params = _norms.NormOp.make_params(beta=False, stats=False, skip=False)
+    mutants = (
+        Mutant("mean subtracted", _norms.m_mean_subtracted),
+        *_norms.NormOp.standard_mutants(),
+    )
+    node_types = (("", "RMSNormalization"),)
+
+    def oracle(self, case, inputs):
+        # an ONNX-standard op: the truth is onnx.reference's RMSNormalization on float64 inputs
+        return _norms.onnx_reference(self, case, inputs)
