@@ -95,7 +95,7 @@ class BinaryOp(Op):
         a.reshape(-1)[-1] += 6.0
         b.reshape(-1)[-1] -= 5.0
         b.reshape(-1)[0] += 3.0
-        return {"A": np.ascontiguousarray(a.astype(dtype.numpy)), "B": np.ascontiguousarray(b.astype(dtype.numpy))}
+        return {"A": np.asarray(a.astype(dtype.numpy), order="C"), "B": np.asarray(b.astype(dtype.numpy), order="C")}
 
     def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int, device: str = "cpu"):
         fn = eltwise.add if self.onnx_op == "Add" else eltwise.mul

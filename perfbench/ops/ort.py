@@ -231,6 +231,6 @@ def to_ort_dtype(arrays: dict, dtype: dtypes.DType) -> dict:
     def conv(v):
         if v.dtype not in floats or (v.dtype == dtype.numpy and not v.flags.writeable):
             return v
-        return np.ascontiguousarray(v.astype(dtype.numpy))
+        return np.asarray(v.astype(dtype.numpy), order="C")  # 0-d stays 0-d
 
     return {k: conv(v) for k, v in arrays.items()}

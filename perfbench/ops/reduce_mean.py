@@ -146,7 +146,7 @@ class ReduceMean(Op):
         # so a dropped tail moves each mean by >= ~0.1 (16-bit formats included)
         m = min(16, r)
         x3[:, r - m:, :] += float(np.clip(r / 128.0, 4.0, 30000.0))
-        out = {"data": np.ascontiguousarray(x3.reshape(shape).astype(dtype.numpy))}
+        out = {"data": np.asarray(x3.reshape(shape).astype(dtype.numpy), order="C")}  # 0-d stays 0-d
         axes = _axes_input(case)
         if axes is not None:
             out["axes"] = axes

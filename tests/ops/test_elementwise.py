@@ -358,11 +358,22 @@ def test_gelu_error_over_a_dense_grid(isa, approximate):
     assert err.max() <= 3e-7, (x[np.argmax(err)], y[np.argmax(err)], exact[np.argmax(err)])
 
 
-def test_gelu_nan_and_infinities(lib):
-    x = np.array([np.nan, np.inf, -np.inf, 0.0] + [1.0] * 12, np.float32)
+@pytest.mark.parametrize("isa", SUPPORTED)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_nan_and_infinities(approximate, dtype, isa):
+    """NaN stays NaN, +inf gives +inf, -inf gives NaN (-inf * 0, as the definition), and very
+    negative inputs give (-)0, not a denormal-scaled x, in both forms, every dtype and ISA path."""
+    lib = _lib()
+    lib.select_isa(isa)
+    big = -3e38 if dtype is np.float32 else (-6e4 if dtype is np.float16 else -3e38)
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -1e4, big] + [1.0] * 10, np.float32).astype(dtype)
     y = np.empty_like(x)
-    eltwise.gelu(lib, x, y, approximate="none").run()
-    assert np.isnan(y[0]) and y[1] == np.inf and np.isnan(y[2]) and y[3] == 0.0  # as the oracle: -inf * 0
+    eltwise.gelu(lib, x, y, approximate=approximate).run()
+    y32 = y.astype(np.float32)
+    assert np.isnan(y32[0]) and y32[1] == np.inf and np.isnan(y32[2]) and y32[3] == 0.0, y32[:6]
+    assert y32[4] == 0.0 and y32[5] == 0.0, y32[:6]
+    lib.select_isa("auto")
 
 
 def test_reduce_mean_edges(lib):
@@ -521,3 +532,19 @@ def test_from_node_case_computes_the_node(node_args, want):
         ref = el.gelu_tanh64(arrays[0].astype(np.float64) + arrays[1])
     assert got.shape == ref.shape
     assert np.allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op_name,params", [("Add", {"a": "scalar", "b": "scalar"}), ("Add", {"a": "scalar", "b": "5x7"}),
+                                            ("ReduceMean", {"shape": "scalar", "axes": "all"})])
+def test_rank0_operands_stay_rank0_and_pass_against_ort(op_name, params):
+    op = ops_pkg.get(op_name)
+    case = op.make_case(params)
+    inputs = op.make_inputs(case, dtypes.F32, np.random.default_rng(3))
+    assert any(a.ndim == 0 for a in inputs.values())
+    oracle = op.oracle(case, op.oracle_inputs(case, inputs))
+    _, _, theirs = ortlib.run_case(op, case, inputs, dtypes.F32)
+    mine = op.private_inputs(case, inputs)
+    ours = op.new_outputs(case, np.float32, mine)
+    op.prepare_ours(_lib(), case, mine, ours, 1).run()
+    g = numerics.gate(ours, theirs, oracle, op.row_sizes(case), op.floor("f32"))
+    assert g.ours_ok and not g.ort_discrepancy, g.describe()

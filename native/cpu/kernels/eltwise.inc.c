@@ -90,7 +90,10 @@ static inline vf PB_ISA_FN(eltwise_gelu_erf)(vf x) {
  * sigmoid(2u) = 1 / (1 + e) for u >= 0 and e / (1 + e) for u < 0. */
 static inline vf PB_ISA_FN(eltwise_gelu_tanh)(vf x) {
     const vf w = vf_mul(x, vf_fmadd(vf_mul(x, x), vf_set1(7.135481627e-02f), vf_set1(1.595769122e+00f)));
-    const vf e = PB_VEXP(vf_sub(vf_zero(), pbe_abs(w)));
+    const vf nw = vf_sub(vf_zero(), pbe_abs(w));
+    /* exp clamps its argument at about -87.3 (e never reaches 0): below -87 take e = 0, so a
+     * very negative x gives -0 and x = -inf gives NaN (-inf * 0), as the definition does */
+    const vf e = pbe_sel_lt(nw, vf_set1(-87.0f), vf_zero(), PB_VEXP(nw));
     const vf num = pbe_sel_lt(w, vf_zero(), e, vf_set1(1.0f));
     return vf_mul(x, pbe_div(num, vf_add(vf_set1(1.0f), e)));
 }
