@@ -213,8 +213,8 @@ class OnnxAttention(Op):
         softcap = float_param(p["softcap"], "softcap", where)
         if softcap < 0:
             raise UsageError(f"{where}: softcap={p['softcap']} must be >= 0 (0 = off)")
-        if p["scale"] != "default":
-            float_param(p["scale"], "scale", where)
+        if p["scale"] != "default" and float_param(p["scale"], "scale", where) <= 0:
+            raise UsageError(f"{where}: scale={p['scale']} must be > 0 (the spec takes its square root)")
         if p["qk_mode"] == 0 and softcap > 0:
             raise UsageError(f"{where}: qk_mode=0 with softcap > 0 is declined (onnx.reference returns the "
                              f"softcapped scores, the spec's text the raw ones)")
@@ -381,7 +381,8 @@ class OnnxAttention(Op):
             raise NodeUnsupported(f"{where}: element type {node.dtype} is not implemented (f32, f16, bf16)")
         (qd, qs), (kd, ks), (vd, vs) = ins[0], ins[1], ins[2]
         if np.dtype(kd) != np.dtype(qd) or np.dtype(vd) != np.dtype(qd):
-            raise UsageError(f"{where}: Q, K, V element types differ ({qd}, {kd}, {vd})")
+            raise NodeUnsupported(f"{where}: Q, K, V of different element types ({qd}, {kd}, {vd}) are not "
+                                  "implemented (the spec allows V its own type)")
         if not len(qs) == len(ks) == len(vs) or len(qs) not in (3, 4):
             raise UsageError(f"{where}: Q, K, V must all be 3-D or all 4-D, got {qs}, {ks}, {vs}")
         if len(qs) == 4:
@@ -425,7 +426,8 @@ class OnnxAttention(Op):
             md, ms = ins[3]
             mask = "bool" if np.dtype(md) == np.bool_ else "float"
             if mask == "float" and np.dtype(md) != np.dtype(qd):
-                raise UsageError(f"{where}: a float attn_mask must have Q's type {np.dtype(qd)}, got {np.dtype(md)}")
+                raise NodeUnsupported(f"{where}: an attn_mask of type {np.dtype(md)} with Q of type {np.dtype(qd)} is "
+                                      "not implemented (a bool mask, or a mask of Q's type)")
             ms = tuple(ms)
             if not 2 <= len(ms) <= 4 or ms[-1] != total or ms[-2] != S:
                 raise NodeUnsupported(f"{where}: attn_mask shape {ms} is not mapped: its last two axes must be "
@@ -451,6 +453,8 @@ class OnnxAttention(Op):
         scale = node.attr("scale")
         if scale is not None and float(scale) == 0.0:
             raise NodeUnsupported(f"{where}: scale=0 is not implemented (our kernel reads 0 as 1/sqrt(H))")
+        if scale is not None and float(scale) < 0.0:
+            raise UsageError(f"{where}: scale={scale} < 0 (the spec takes its square root; ORT refuses it)")
         is_causal = int(node.attr("is_causal", 0))
         if is_causal not in (0, 1):
             raise UsageError(f"{where}: is_causal={is_causal}, expected 0 or 1")

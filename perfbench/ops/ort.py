@@ -86,12 +86,21 @@ def make_session(model: bytes, threads: int, spin: str, profile_dir: str | None 
     return ort.InferenceSession(model, session_options(threads, spin, profile_dir), providers=["CPUExecutionProvider"])
 
 
-def is_missing_kernel(exc: Exception) -> bool:
+def is_missing_kernel(exc: Exception, model: bytes | None = None) -> bool:
+    """ORT's load error means 'no kernel in this dtype'. The last form: no kernel, and the op's
+    ONNX function body that ORT falls back on does not type-check (ai.onnx Attention-23 in
+    bfloat16 with a float attn_mask) -- counted only when `model` itself type-checks, so a
+    graph with a type error of its own stays an error."""
     text = str(exc)
-    # the last form: no kernel in this dtype, and the op's ONNX function body that ORT falls back
-    # on does not type-check (ai.onnx Attention-23 in bfloat16 with a float attn_mask)
-    return ("NOT_IMPLEMENTED" in text or "Could not find an implementation" in text
-            or ("Type Error: Type parameter" in text and "bound to different types" in text))
+    if "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text:
+        return True
+    if model is not None and "Type Error: Type parameter" in text and "bound to different types" in text:
+        try:
+            onnx.checker.check_model(onnx.load_from_string(model), full_check=True)
+        except Exception:  # noqa: BLE001 - the graph's own error
+            return False
+        return True
+    return False
 
 
 def _element_type(a: np.ndarray):
@@ -195,10 +204,11 @@ def first_session(op, graph: GraphSpec, dt: dtypes.DType, threads: int, spin: st
     """(ORT dtype, session) for the first candidate dtype ORT has a kernel for, (None, None) if
     none has; any other load error raises."""
     for cdt in dtype_candidates(op, dt):
+        model = build_model(graph, cdt)
         try:
-            return cdt, make_session(build_model(graph, cdt), threads, spin)
+            return cdt, make_session(model, threads, spin)
         except Exception as e:  # noqa: BLE001 - a missing kernel means: try the next dtype
-            if not is_missing_kernel(e):
+            if not is_missing_kernel(e, model):
                 raise
     return None, None
 

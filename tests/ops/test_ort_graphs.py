@@ -123,3 +123,16 @@ def test_is_missing_kernel_is_not_true_for_other_errors():
         ortlib.make_session(b"definitely not an onnx model", 1, "off")
     assert not ortlib.is_missing_kernel(ei.value)
     assert not ortlib.is_missing_kernel(ValueError("shape mismatch"))
+
+
+def test_a_graph_with_its_own_type_error_is_not_a_missing_kernel():
+    """A graph whose inputs disagree on a type parameter (an op file's typo: Add of a 'float' and
+    an 'f32' input in an f16 cell) must fail loudly, not be compared against ORT's f32."""
+    from perfbench.ops.base import GraphSpec
+
+    class _Op:
+        ort_substitute = {"f16": "f32"}
+
+    spec = GraphSpec("Add", "", 14, [("X", "float", (4,)), ("B", "f32", (4,))], [("Y", (4,))])
+    with pytest.raises(Exception, match="Type"):
+        ortlib.first_session(_Op(), spec, dtypes.F16, 1, "off")
