@@ -345,3 +345,17 @@ def test_rank0_inputs_stay_rank0(tmp_path, lib):
     rep = node.run(str(tmp_path / "g.onnx"), data=d, timing=False, lib=lib)
     assert rep.exit_code == 0 and rep.ort_status == "ok", node.render(rep)
     assert rep.inputs[1][3] == []
+
+
+def test_an_op_only_ort_defines_in_the_default_domain_is_not_refused(tmp_path, lib):
+    """SimplifiedLayerNormalization lives in ORT's default domain but has no onnx schema: the
+    model check must not turn it into exit 2 (real exported decoders use it)."""
+    n = helper.make_node("SimplifiedLayerNormalization", ["x", "s"], ["y"], axis=-1, epsilon=1e-5)
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 70]),
+                                     helper.make_tensor_value_info("s", TensorProto.FLOAT, [70])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 70])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    onnx.save(m, str(tmp_path / "sln.onnx"))
+    rep = node.run(str(tmp_path / "sln.onnx"), timing=False, lib=lib)
+    assert rep.exit_code == 0 and rep.op == "SimplifiedLayerNormalization", node.render(rep)

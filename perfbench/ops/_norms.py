@@ -432,9 +432,17 @@ def from_axis_node(op: NormOp, node: NodeInfo, *, min_opset: int = 0) -> NodeBin
         if node.inputs[i] is None:
             continue
         what = op.in_names[op.in_slots[i]]
-        shape = same_dtype(node, i, what, dt)
+        shape = tuple(same_dtype(node, i, what, dt))
+        want = tuple(xshape[a:])
+        try:
+            np.broadcast_shapes(shape, want)
+            fits = len(shape) <= len(want) or all(d == 1 for d in shape[:len(shape) - len(want)])
+        except ValueError:
+            fits = False
+        if not fits:
+            raise UsageError(f"{name}: {what} of shape {shape} does not broadcast to X.shape[axis:] = {want}")
         if math.prod(shape) != hidden:
-            raise NodeUnsupported(f"{name}: {what} of shape {shape} broadcast over X.shape[axis:] = {xshape[a:]} "
+            raise NodeUnsupported(f"{name}: {what} of shape {shape} broadcast over X.shape[axis:] = {want} "
                                   f"is not implemented ({what} must hold all {hidden} elements)")
     params = {"rows": rows, "hidden": hidden, "eps": node_eps(node, 1e-5)}
     if "beta" in op.in_slots:
