@@ -26,7 +26,8 @@ static const float pb_norms_ones[16] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f
 #else
 #define PB_LN_SPECIALIZE 1
 #endif
-/* pass-1 vectors per iteration: 4 x 8 lanes keeps 8 accumulators in 16 registers */
+/* pass-1 vectors per iteration (even: they go in pairs): 4 x 8 lanes keeps 8 accumulators in 16
+ * registers */
 #define PB_LN_UNROLL (PB_LANES >= 16 ? 2 : 4)
 #endif
 
@@ -45,6 +46,59 @@ PB_LN_INLINE vf PB_UK(PB_DT, ln_v_part)(const T *x, const T *sk, const T *bi, in
     if (SKIP) v = vf_add(v, PB_UK(PB_DT, load_part)(sk + i, n, 0.0f));
     if (BIAS) v = vf_add(v, PB_UK(PB_DT, load_part)(bi + i, n, 0.0f));
     return v;
+}
+
+/* Pairs: 2 x PB_LANES consecutive elements as two vectors, in an arrangement that only ln_store2
+ * undoes (elementwise work and sums do not care which element sits in which lane, as long as
+ * every operand is loaded the same way). bfloat16 on AVX2 takes the even elements (shifted up)
+ * and the odd ones (masked) of one 32-byte load -- 2 operations per 16 elements instead of 4 --
+ * and stores them back with one blend and one 32-byte store (rounded to nearest even like
+ * vf_store_bf16_rne) instead of two shuffles, two permutes and two stores. Everywhere else a
+ * pair is the two halves in order. */
+#define PB_LN_IS_BF16_bf16 1
+#if defined(__AVX2__) && !defined(PB_VLOOP) && PB_LANES == 8 && PB_CAT(PB_LN_IS_BF16_, PB_DT)
+#define PB_LN_PAIRS 1
+#else
+#define PB_LN_PAIRS 0
+#endif
+
+PB_LN_INLINE void PB_UK(PB_DT, ln_load2)(const T *p, vf *a, vf *b) {
+#if PB_LN_PAIRS
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    *a = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    *b = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
+#else
+    *a = T_LOAD(p);
+    *b = T_LOAD(p + PB_LANES);
+#endif
+}
+
+PB_LN_INLINE void PB_UK(PB_DT, ln_store2)(T *p, vf a, vf b) {
+#if PB_LN_PAIRS
+    const __m256i ra = _mm256_srli_epi32(pb_bf16_round_bits(a), 16);
+    const __m256i rb = pb_bf16_round_bits(b);
+    _mm256_storeu_si256((__m256i *)(void *)p, _mm256_blend_epi16(ra, rb, 0xAA));
+#else
+    T_STORE(p, a);
+    T_STORE(p + PB_LANES, b);
+#endif
+}
+
+/* v for the pair at element i */
+PB_LN_INLINE void PB_UK(PB_DT, ln_v2)(const T *x, const T *sk, const T *bi, int64_t i, vf *v0, vf *v1, const int SKIP,
+                                       const int BIAS) {
+    PB_UK(PB_DT, ln_load2)(x + i, v0, v1);
+    vf a0, a1;
+    if (SKIP) {
+        PB_UK(PB_DT, ln_load2)(sk + i, &a0, &a1);
+        *v0 = vf_add(*v0, a0);
+        *v1 = vf_add(*v1, a1);
+    }
+    if (BIAS) {
+        PB_UK(PB_DT, ln_load2)(bi + i, &a0, &a1);
+        *v0 = vf_add(*v0, a0);
+        *v1 = vf_add(*v1, a1);
+    }
 }
 
 /* one output vector from v: (v - mean) * inv * g (+ beta), or v * inv * g */
@@ -87,9 +141,9 @@ PB_LN_INLINE void PB_UK(PB_DT, ln_rows)(const pb_layer_norm_args *a, int64_t r0,
         int64_t i = 0;
         for (; i + U * L <= nv; i += U * L) {
             vf v[PB_LN_UNROLL];
-            for (int u = 0; u < U; u++) v[u] = PB_UK(PB_DT, ln_v)(x, sk, bi, i + u * L, SKIP, BIAS);
+            for (int u = 0; u < U; u += 2) PB_UK(PB_DT, ln_v2)(x, sk, bi, i + u * L, &v[u], &v[u + 1], SKIP, BIAS);
             if (SUM)
-                for (int u = 0; u < U; u++) T_STORE(s + i + u * L, v[u]);
+                for (int u = 0; u < U; u += 2) PB_UK(PB_DT, ln_store2)(s + i + u * L, v[u], v[u + 1]);
             if (WORK)
                 for (int u = 0; u < U; u++) vf_store_f32(w + i + u * L, v[u]);
             if (!SIMPLE)
@@ -141,15 +195,17 @@ PB_LN_INLINE void PB_UK(PB_DT, ln_rows)(const pb_layer_norm_args *a, int64_t r0,
         const vf vm = vf_set1(mean), vi = vf_set1(inv);
         const vf zero = vf_zero();
         for (i = 0; i + 2 * L <= nv; i += 2 * L) {
-            vf v0 = WORK ? vf_load_f32(w + i) : PB_UK(PB_DT, ln_v)(x, sk, bi, i, SKIP, BIAS);
-            vf v1 = WORK ? vf_load_f32(w + i + L) : PB_UK(PB_DT, ln_v)(x, sk, bi, i + L, SKIP, BIAS);
-            vf b0 = zero, b1 = zero;
-            if (BETA) {
-                b0 = T_LOAD(be + i);
-                b1 = T_LOAD(be + i + L);
+            vf v0, v1, g0, g1, b0 = zero, b1 = zero;
+            if (WORK) {
+                v0 = vf_load_f32(w + i);
+                v1 = vf_load_f32(w + i + L);
+            } else {
+                PB_UK(PB_DT, ln_v2)(x, sk, bi, i, &v0, &v1, SKIP, BIAS);
             }
-            T_STORE(y + i, PB_UK(PB_DT, ln_out)(v0, vm, vi, T_LOAD(g + i), b0, SIMPLE, BETA));
-            T_STORE(y + i + L, PB_UK(PB_DT, ln_out)(v1, vm, vi, T_LOAD(g + i + L), b1, SIMPLE, BETA));
+            PB_UK(PB_DT, ln_load2)(g + i, &g0, &g1);
+            if (BETA) PB_UK(PB_DT, ln_load2)(be + i, &b0, &b1);
+            PB_UK(PB_DT, ln_store2)(y + i, PB_UK(PB_DT, ln_out)(v0, vm, vi, g0, b0, SIMPLE, BETA),
+                                    PB_UK(PB_DT, ln_out)(v1, vm, vi, g1, b1, SIMPLE, BETA));
         }
         for (; i < nv; i += L) {
             vf v0 = WORK ? vf_load_f32(w + i) : PB_UK(PB_DT, ln_v)(x, sk, bi, i, SKIP, BIAS);
@@ -179,3 +235,4 @@ static void PB_UK(PB_DT, layer_norm)(const pb_layer_norm_args *a, int64_t r0, in
     PB_UK(PB_DT, ln_rows)(a, r0, r1, skip, bias, simple);
 #endif
 }
+#undef PB_LN_PAIRS
