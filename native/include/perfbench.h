@@ -244,6 +244,10 @@ typedef struct pb_layer_norm_args {
     void *sum;
 } pb_layer_norm_args;
 int pb_layer_norm(const void *args);
+/* Non-temporal stores of y and sum: mode -1 (the default) when a call's working set exceeds half
+ * the last-level cache, 0 never, 1 whenever every row starts 32-byte aligned (tests). Returns
+ * the previous mode; other values are rejected (returns -2). */
+int pb_layer_norm_stream_mode(int32_t mode);
 /* PB_GROUP_NORMS_END */
 
 /* ---- elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, ReduceMean ---- */

@@ -109,3 +109,11 @@ def layer_norm(lib: Library, x: np.ndarray, scale: np.ndarray, y: np.ndarray, *,
         args.sum = lib.ptr(sum_out)
     keep = [a for a in (x, scale, y, skip, bias, beta, mean, inv_std, sum_out) if a is not None]
     return KernelCall(lib, k, args, keep)
+
+
+def stream_mode(lib: Library, mode: int) -> int:
+    """Set when layer_norm stores its outputs non-temporally: -1 (default) beyond half the
+    last-level cache, 0 never, 1 whenever the rows are 32-byte aligned. Returns the previous mode."""
+    if mode not in (-1, 0, 1):
+        raise UsageError(f"layer_norm stream mode must be -1, 0 or 1, got {mode!r}")
+    return int(lib.lib.pb_layer_norm_stream_mode(mode))

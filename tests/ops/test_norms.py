@@ -435,3 +435,50 @@ def test_from_node_binding_runs_like_the_node():
 
 def test_tail_len_matches_softmax_rule():
     assert [_norms._tail_len(n) for n in (903, 37, 4136, 4096)] == [7, 5, 8, 16]
+
+
+def _aligned_empty(shape, dtype, align=64):
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape)) * dt.itemsize
+    buf = np.empty(n + align, np.uint8)
+    off = (-buf.ctypes.data) % align
+    return buf[off:off + n].view(dt).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op_name, params", [
+    ("LayerNormalization", {"rows": 3, "hidden": 896, "stats": 1}),
+    ("SkipLayerNormalization", {"rows": 4, "hidden": 912, "skip_rows": 2, "stats": 1, "sum": 1}),
+    ("SkipSimplifiedLayerNormalization", {"rows": 3, "hidden": 928, "bias": 1, "sum": 1}),
+    ("RMSNormalization", {"rows": 2, "hidden": 4112}),
+])
+def test_streaming_stores_write_the_same_bits(op_name, params, dtype):
+    """Non-temporal stores (taken beyond half the last-level cache; forced here on small rows
+    32-byte aligned) write exactly what plain stores write, the f32 skip rows recomputed rather
+    than kept in y; and they pass the gate."""
+    op = ops_pkg.get(op_name)
+    case = op.make_case(params)
+    dt = dtypes.get(dtype)
+    inputs = op.make_inputs(case, dt, np.random.default_rng(SEED))
+    assert case.p["hidden"] * dt.itemsize % 32 == 0
+    got = {}
+    for mode in (0, 1):
+        out = {n: _aligned_empty(a.shape, a.dtype) for n, a in op.new_outputs(case, dt.numpy, inputs).items()}
+        previous = ffi_norms.stream_mode(_lib(), mode)
+        try:
+            op.prepare_ours(_lib(), case, inputs, out, 2).run()
+        finally:
+            ffi_norms.stream_mode(_lib(), previous)
+        got[mode] = out
+    for k in got[0]:
+        assert got[0][k].tobytes() == got[1][k].tobytes(), k
+    ran = ortlib.run_case(op, case, inputs, dt)
+    g = numerics.gate(got[1], ran[2], op.oracle(case, to_f64(inputs)), op.row_sizes(case), op.floor(dtype))
+    assert g.ours_ok, g.describe()
+
+
+def test_stream_mode_is_checked(lib):
+    with pytest.raises(UsageError):
+        ffi_norms.stream_mode(lib, 2)
+    assert lib.lib.pb_layer_norm_stream_mode(7) == -2
+    assert ffi_norms.stream_mode(lib, -1) == -1

@@ -1,11 +1,55 @@
 /* norms.toml: LayerNormalization family, RMSNormalization: public entry points (validate, then run the active ISA's microkernels). */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "../internal.h"
 
 /* Elements one thread should get before another thread is worth waking (~10 us of work). */
 #define PB_NORM_GRAIN 32768
+
+/* ---- non-temporal output stores ----
+ * Beyond the last-level cache the outputs are better streamed to memory: no read for ownership
+ * of each y line, and the inputs are not evicted by outputs nobody reads again in this call
+ * (measured here: 32 MB read + written, 1.4-2x faster; at 8 MB, in L3, plain stores win). */
+static _Atomic int g_stream_mode = -1;
+static int64_t g_llc_bytes = 32ll << 20; /* when sysfs does not say */
+static pthread_once_t g_llc_once = PTHREAD_ONCE_INIT;
+
+static void read_llc_bytes(void) {
+    char path[96], buf[32];
+    for (int idx = 0; idx < 8; idx++) {
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", idx);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        int level = 0;
+        int ok = fscanf(f, "%d", &level) == 1;
+        fclose(f);
+        if (!ok || level != 3) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
+        f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(buf, sizeof buf, f)) {
+            char *end = NULL;
+            long long v = strtoll(buf, &end, 10);
+            if (end && (*end == 'K' || *end == 'k')) v <<= 10;
+            else if (end && *end == 'M') v <<= 20;
+            if (v > 0) g_llc_bytes = v;
+        }
+        fclose(f);
+        return;
+    }
+}
+
+int pb_layer_norm_stream_mode(int32_t mode) {
+    if (mode < -1 || mode > 1) return -2;
+    return atomic_exchange(&g_stream_mode, mode);
+}
+
+static int aligned32(const void *p) { return p == NULL || ((uintptr_t)p & 31) == 0; }
 
 typedef struct {
     const void *p;
@@ -22,11 +66,12 @@ static int ranges_overlap(const norm_range *a, const norm_range *b) {
 typedef struct {
     pb_layer_norm_ukernel uk;
     const pb_layer_norm_args *a;
+    int stream;
 } layer_norm_ctx;
 
 static void layer_norm_range(void *ctx, int64_t r0, int64_t r1) {
     layer_norm_ctx *c = (layer_norm_ctx *)ctx;
-    c->uk(c->a, r0, r1);
+    c->uk(c->a, r0, r1, c->stream);
 }
 
 int pb_layer_norm(const void *args) {
@@ -81,7 +126,19 @@ int pb_layer_norm(const void *args) {
             if (ranges_overlap(&out[o], &out[p]))
                 return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: outputs %s and %s overlap", k, out[o].name, out[p].name);
     }
-    layer_norm_ctx c = {pb_active_isa()->norms->layer_norm[pb_dtype_index(a->dtype)], a};
+    int stream = 0, mode = atomic_load(&g_stream_mode);
+    if (mode != 0 && (row_bytes & 31) == 0 && aligned32(a->y) && aligned32(a->sum)) {
+        if (mode == 1) {
+            stream = 1;
+        } else {
+            pthread_once(&g_llc_once, read_llc_bytes);
+            size_t ws = 0;
+            for (int i = 0; i < nin; i++) ws += in[i].p ? in[i].bytes : 0;
+            for (int o = 0; o < nout; o++) ws += out[o].p ? out[o].bytes : 0;
+            stream = (int64_t)ws > g_llc_bytes / 2;
+        }
+    }
+    layer_norm_ctx c = {pb_active_isa()->norms->layer_norm[pb_dtype_index(a->dtype)], a, stream};
     int32_t threads = pb_threads_for(a->exec.num_threads, a->rows * a->hidden, PB_NORM_GRAIN);
     return pb_parallel_for(threads, a->rows, layer_norm_range, &c);
 }
