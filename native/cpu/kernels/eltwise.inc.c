@@ -72,13 +72,15 @@ static inline vf PB_ISA_FN(eltwise_gelu_erf)(vf x) {
     r = vf_fmadd(r, s, vf_set1(-6.649012119e-02f));
     r = vf_fmadd(r, s, vf_set1(3.989422619e-01f));
     const vf phi_small = vf_fmadd(x, r, vf_set1(0.5f));
+    /* Q by Estrin's scheme (a shorter dependency chain than Horner's: the exp waits on it) */
     const vf ac = pbe_min(a, vf_set1(5.543717384f));
-    vf q = vf_fmadd(vf_set1(2.448241685e-05f), ac, vf_set1(-5.377508351e-04f));
-    q = vf_fmadd(q, ac, vf_set1(5.555083044e-03f));
-    q = vf_fmadd(q, ac, vf_set1(-3.673949465e-02f));
-    q = vf_fmadd(q, ac, vf_set1(-3.186020255e-01f));
-    q = vf_fmadd(q, ac, vf_set1(-7.973769307e-01f));
-    q = vf_fmadd(q, ac, vf_set1(-6.933466196e-01f));
+    const vf a2 = vf_mul(ac, ac);
+    const vf q01 = vf_fmadd(vf_set1(-7.973769307e-01f), ac, vf_set1(-6.933466196e-01f));
+    const vf q23 = vf_fmadd(vf_set1(-3.673949465e-02f), ac, vf_set1(-3.186020255e-01f));
+    const vf q45 = vf_fmadd(vf_set1(-5.377508351e-04f), ac, vf_set1(5.555083044e-03f));
+    vf q = vf_fmadd(vf_set1(2.448241685e-05f), a2, q45);
+    q = vf_fmadd(q, a2, q23);
+    q = vf_fmadd(q, a2, q01);
     vf tail = PB_VEXP(q); /* Phi(-|x|) */
     tail = pbe_sel_lt(a, vf_set1(5.543717384f), tail, vf_zero());
     const vf phi_big = pbe_sel_lt(x, vf_zero(), tail, vf_sub(vf_set1(1.0f), tail));
@@ -88,6 +90,8 @@ static inline vf PB_ISA_FN(eltwise_gelu_erf)(vf x) {
 /* tanh form: 0.5 x (1 + tanh(u)) = x * sigmoid(2u), 2u = x * (k0 + k1 x^2) with
  * k0 = 2 sqrt(2/pi), k1 = k0 * 0.044715. With e = exp(-|2u|) <= 1 (never overflows):
  * sigmoid(2u) = 1 / (1 + e) for u >= 0 and e / (1 + e) for u < 0. */
+/* (vdivps stays: an rcp estimate plus a Newton step measured slower here -- two more FMA-port
+ * operations in a form already bound on those ports -- and the divider runs beside them) */
 static inline vf PB_ISA_FN(eltwise_gelu_tanh)(vf x) {
     const vf w = vf_mul(x, vf_fmadd(vf_mul(x, x), vf_set1(7.135481627e-02f), vf_set1(1.595769122e+00f)));
     const vf nw = vf_sub(vf_zero(), pbe_abs(w));
@@ -169,22 +173,74 @@ PBE_BINARY(mul, vf_mul)
 #undef PBE_BIN_LOOPS
 
 /* ---- Gelu family: elements [e0, e1) of (rows, cols), bias (cols) added first when given ---- */
-/* one run of n elements within a row: v = x (+ bias), y = F(v) */
-#define PBE_GELU_LOOPS(F, V, STORE)                                                                    \
-    for (; i + 2 * L <= n; i += 2 * L) {                                                                \
-        vf r0 = F(V(i)), r1 = F(V(i + L));                                                              \
-        STORE(y + i, r0);                                                                               \
-        STORE(y + i + L, r1);                                                                           \
+/* Pairs: 2 x PB_LANES consecutive elements as two vectors. bfloat16 on AVX2 (plain stores
+ * only) takes the even elements (shifted up) and the odd ones (masked) of one 32-byte load and
+ * stores them back with one blend and one 32-byte store, rounded to nearest even like
+ * vf_store_bf16_rne (2 operations per 16 elements each way instead of 4 or more; the same
+ * arrangement as norms.inc.c's pairs). Gelu is elementwise, so the lane order does not matter as
+ * long as x, bias and y use the same one. Everywhere else a pair is the two halves in order. */
+#define PBE_IS_BF16_bf16 1
+#if defined(__AVX2__) && !defined(PB_VLOOP) && PB_LANES == 8 && PB_CAT(PBE_IS_BF16_, PB_DT)
+static inline void PB_UK(PB_DT, gl_load2)(const T *p, vf *a, vf *b) {
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    *a = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    *b = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
+}
+static inline void PB_UK(PB_DT, gl_store2)(T *p, vf a, vf b) {
+    const __m256i ra = _mm256_srli_epi32(pb_bf16_round_bits(a), 16);
+    const __m256i rb = pb_bf16_round_bits(b);
+    _mm256_storeu_si256((__m256i *)(void *)p, _mm256_blend_epi16(ra, rb, 0xAA));
+}
+#else
+static inline void PB_UK(PB_DT, gl_load2)(const T *p, vf *a, vf *b) {
+    *a = T_LOAD(p);
+    *b = T_LOAD(p + PB_LANES);
+}
+static inline void PB_UK(PB_DT, gl_store2)(T *p, vf a, vf b) {
+    T_STORE(p, a);
+    T_STORE(p + PB_LANES, b);
+}
+#endif
+/* the streaming path keeps plain halves (its stores are aligned to one vector only) */
+static inline void PB_UK(PB_DT, gl_load2_plain)(const T *p, vf *a, vf *b) {
+    *a = T_LOAD(p);
+    *b = T_LOAD(p + PB_LANES);
+}
+static inline void PB_UK(PB_DT, gl_store2_stream)(T *p, vf a, vf b) {
+    T_STREAM(p, a);
+    T_STREAM(p + PB_LANES, b);
+}
+
+/* one run of n elements within a row: v = x (+ bias), y = F(v); 4 independent vectors per
+ * iteration (the Gelu forms are long dependency chains), then single vectors */
+#define PBE_GELU_LOOPS(F, LOAD2, STORE2, STORE1, BIAS)                                                 \
+    for (; i + 4 * L <= n; i += 4 * L) {                                                                \
+        vf v0, v1, v2, v3;                                                                              \
+        LOAD2(x + i, &v0, &v1);                                                                         \
+        LOAD2(x + i + 2 * L, &v2, &v3);                                                                 \
+        if (BIAS) {                                                                                     \
+            vf b0, b1, b2, b3;                                                                          \
+            LOAD2(bias + i, &b0, &b1);                                                                  \
+            LOAD2(bias + i + 2 * L, &b2, &b3);                                                          \
+            v0 = vf_add(v0, b0);                                                                        \
+            v1 = vf_add(v1, b1);                                                                        \
+            v2 = vf_add(v2, b2);                                                                        \
+            v3 = vf_add(v3, b3);                                                                        \
+        }                                                                                               \
+        v0 = F(v0);                                                                                     \
+        v1 = F(v1);                                                                                     \
+        v2 = F(v2);                                                                                     \
+        v3 = F(v3);                                                                                     \
+        STORE2(y + i, v0, v1);                                                                          \
+        STORE2(y + i + 2 * L, v2, v3);                                                                  \
     }                                                                                                   \
-    for (; i + L <= n; i += L) STORE(y + i, F(V(i)));
+    for (; i + L <= n; i += L) STORE1(y + i, F(BIAS ? vf_add(T_LOAD(x + i), T_LOAD(bias + i)) : T_LOAD(x + i)));
 #define PBE_GELU_PART(F, m)                                                                            \
     do {                                                                                                \
         vf v_ = PB_UK(PB_DT, load_part)(x + i, m, 0.0f);                                                \
         if (bias != NULL) v_ = vf_add(v_, PB_UK(PB_DT, load_part)(bias + i, m, 0.0f));                  \
         PB_UK(PB_DT, store_part)(y + i, F(v_), m);                                                      \
     } while (0)
-#define PBE_X(j) T_LOAD(x + (j))
-#define PBE_XB(j) vf_add(T_LOAD(x + (j)), T_LOAD(bias + (j)))
 #define PBE_GELU(NAME, F)                                                                               \
     static inline void PB_UK(PB_DT, NAME##_run)(const T *x, const T *bias, T *y, int64_t n, int nt) {    \
         const int64_t L = PB_LANES;                                                                     \
@@ -196,14 +252,14 @@ PBE_BINARY(mul, vf_mul)
                 i = p;                                                                                  \
             }                                                                                           \
             if (bias == NULL) {                                                                         \
-                PBE_GELU_LOOPS(F, PBE_X, T_STREAM)                                                      \
+                PBE_GELU_LOOPS(F, PB_UK(PB_DT, gl_load2_plain), PB_UK(PB_DT, gl_store2_stream), T_STREAM, 0) \
             } else {                                                                                    \
-                PBE_GELU_LOOPS(F, PBE_XB, T_STREAM)                                                     \
+                PBE_GELU_LOOPS(F, PB_UK(PB_DT, gl_load2_plain), PB_UK(PB_DT, gl_store2_stream), T_STREAM, 1) \
             }                                                                                           \
         } else if (bias == NULL) {                                                                      \
-            PBE_GELU_LOOPS(F, PBE_X, T_STORE)                                                           \
+            PBE_GELU_LOOPS(F, PB_UK(PB_DT, gl_load2), PB_UK(PB_DT, gl_store2), T_STORE, 0)              \
         } else {                                                                                        \
-            PBE_GELU_LOOPS(F, PBE_XB, T_STORE)                                                          \
+            PBE_GELU_LOOPS(F, PB_UK(PB_DT, gl_load2), PB_UK(PB_DT, gl_store2), T_STORE, 1)              \
         }                                                                                               \
         if (i < n) PBE_GELU_PART(F, n - i);                                                             \
     }                                                                                                   \
@@ -226,8 +282,6 @@ PBE_BINARY(mul, vf_mul)
 PBE_GELU(gelu_erf, PB_ISA_FN(eltwise_gelu_erf))
 PBE_GELU(gelu_tanh, PB_ISA_FN(eltwise_gelu_tanh))
 #undef PBE_GELU
-#undef PBE_X
-#undef PBE_XB
 #undef PBE_GELU_PART
 #undef PBE_GELU_LOOPS
 

@@ -15,9 +15,10 @@
 /* Elements one thread should get before another is worth waking (spin off: a sleeping worker
  * takes ~10-20 us to join on this VM): ~15-30 us of one thread's work. Add/Mul stream ~12 bytes
  * per f32 element (~60-80 GB/s in L2); Gelu costs ~1-3.5 cycles per element; ReduceMean only
- * reads. Chosen on a busy 2-core host (second thread contended): a quiet host may want less. */
+ * reads. Chosen on a busy 2-core host (second thread contended): a quiet host may want less.
+ * Gelu 131072: at 65k elements a second thread measured slower than one (wake cost > half). */
 #define PBE_GRAIN_BINARY 65536
-#define PBE_GRAIN_GELU 16384
+#define PBE_GRAIN_GELU 131072
 #define PBE_GRAIN_REDUCE 131072
 /* Element-split kernels hand out whole blocks (a multiple of every lane count: threads start
  * on 64-byte boundaries of f32 and 16-bit data alike, given aligned buffers). */
