@@ -328,6 +328,10 @@ def bind(prob: Problem, info: NodeInfo) -> tuple:
                          "bfloat16")
     takers = [op for op in ops.REGISTRY.values() if (info.domain, info.op_type) in getattr(op, "node_types", ())]
     if not takers:
+        same = sorted(op.name for op in ops.REGISTRY.values() if op.name == info.op_type)
+        if same:  # the kernel exists; the mapping from a node onto its cases does not
+            raise OursCannot(f"{prob.node_label()}: our {same[0]} kernel exists, but perfbench node cannot map a node "
+                             "onto it yet (its op file has no from_node)")
         known = sorted({f"{d or 'ai.onnx'}::{t}" for op in ops.REGISTRY.values() for d, t in op.node_types})
         raise OursCannot(f"our library has no kernel for {prob.node_label()} (perfbench node maps: "
                          f"{', '.join(known) or 'nothing yet'})")

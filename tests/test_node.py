@@ -359,3 +359,25 @@ def test_an_op_only_ort_defines_in_the_default_domain_is_not_refused(tmp_path, l
     onnx.save(m, str(tmp_path / "sln.onnx"))
     rep = node.run(str(tmp_path / "sln.onnx"), timing=False, lib=lib)
     assert rep.exit_code == 0 and rep.op == "SimplifiedLayerNormalization", node.render(rep)
+
+
+def test_a_kernel_without_a_node_mapping_says_so(tmp_path):
+    """com.microsoft GroupQueryAttention has our kernel but no from_node: exit 3 says the mapping
+    is what is missing, not the kernel."""
+    n = helper.make_node("GroupQueryAttention", ["q", "k", "v", "", "", "sl", "tsl"], ["y", "pk", "pv"],
+                         domain="com.microsoft", num_heads=4, kv_num_heads=2)
+    ins = [helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 1, 256]),
+           helper.make_tensor_value_info("k", TensorProto.FLOAT, [1, 1, 128]),
+           helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 1, 128]),
+           helper.make_tensor_value_info("sl", TensorProto.INT32, [1]),
+           helper.make_tensor_value_info("tsl", TensorProto.INT32, [])]
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 256]),
+            helper.make_tensor_value_info("pk", TensorProto.FLOAT, [1, 2, 1, 64]),
+            helper.make_tensor_value_info("pv", TensorProto.FLOAT, [1, 2, 1, 64])]
+    m = helper.make_model(helper.make_graph([n], "g", ins, outs),
+                          opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 10
+    onnx.save(m, str(tmp_path / "gqa.onnx"))
+    r = pb(str(tmp_path / "gqa.onnx"), "--no-time")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "our GroupQueryAttention kernel exists, but perfbench node cannot map a node onto it yet" in r.stdout
