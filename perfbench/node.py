@@ -35,7 +35,7 @@ from onnx import helper, numpy_helper
 from perfbench import dtypes, numerics, ops
 from perfbench.errors import NativeError, UsageError
 from perfbench.ops import ort as ortlib
-from perfbench.ops.base import ELEM_TYPES, Case, GraphSpec, NodeBinding, NodeInfo, NodeUnsupported, Op
+from perfbench.ops.base import ELEM_TYPES, GraphSpec, NodeBinding, NodeInfo, NodeUnsupported, Op
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_OURS_CANNOT, EXIT_NO_REFERENCE = 0, 1, 2, 3, 4
 MAX_GENERATED_BYTES = 4 * 2**30
@@ -397,9 +397,6 @@ class NodeOp(Op):
         made = op.make_inputs(binding.case, dtypes.get(info.dtype), np.random.default_rng(SEED)) if unmapped else {}
         self._extras = {n: made[n] for n in unmapped}
 
-    def case(self) -> Case:
-        return Case(self.name, ())
-
     def _type(self, dt: np.dtype) -> str:
         if dt == dtypes.get(self.info.dtype).numpy:
             return "float"
@@ -506,17 +503,10 @@ class Report:
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
-        return numerics_safe(asdict(self))
 
+        from perfbench.compare.views import finite
 
-def numerics_safe(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: numerics_safe(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [numerics_safe(x) for x in v]
-    return v
+        return finite(asdict(self))
 
 
 def _worst(ours: np.ndarray, ref: np.ndarray, row: int) -> tuple:

@@ -79,7 +79,7 @@ def finite(v):
         return None
     if isinstance(v, dict):
         return {k: finite(x) for k, x in v.items()}
-    if isinstance(v, list):
+    if isinstance(v, (list, tuple)):
         return [finite(x) for x in v]
     return v
 
