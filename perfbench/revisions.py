@@ -22,7 +22,9 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
+from perfbench import ops
 from perfbench.errors import BuildError, UsageError
 from perfbench.kernels_ffi import builder
 from perfbench.kernels_ffi.library import cdef_from_header
@@ -152,49 +154,78 @@ def _declarations(header: str) -> list[str]:
     return out
 
 
-def interface(header: str) -> tuple[str, dict]:
-    """(common declarations, kernel -> its own declarations) of a header. A kernel's own are its
-    `pb_<kernel>_args` struct and its `pb_<kernel>(` entry point."""
-    own: dict[str, list[str]] = {}
+class Interface(NamedTuple):
+    """A header as the harness sees it: the declarations every op uses, and each kernel's own."""
+
+    common: str  # the shared declarations (status codes, timing, pool, ...), normalized
+    structs: dict  # args-struct name (pb_<name>_args) -> its declaration
+    entries: dict  # kernel name (int pb_<name>(const void *args)) -> its declaration
+
+
+def interface(header: str) -> Interface:
+    """The header split into the common declarations and each kernel's own: its
+    `pb_<args>_args` struct and its `pb_<kernel>(` entry point."""
+    structs: dict[str, str] = {}
+    entries: dict[str, str] = {}
     common = []
     for d in _declarations(header):
         m = re.search(r"\bpb_([a-z0-9_]+)_args\s*;$", d) if d.startswith("typedef struct") else None
-        m = m or re.match(r"int pb_([a-z0-9_]+)\(const void \*args\);$", d)
-        if m and m.group(1) not in ("noop",):
-            own.setdefault(m.group(1), []).append(d)
+        e = None if m else re.match(r"int pb_([a-z0-9_]+)\(const void \*args\);$", d)
+        if m and m.group(1) != "noop":
+            structs[m.group(1)] = d
+        elif e and e.group(1) != "noop":
+            entries[e.group(1)] = d
         else:
             common.append(d)
-    return "\n".join(common), {k: "\n".join(v) for k, v in own.items()}
+    return Interface("\n".join(common), structs, entries)
 
 
-def kernel_of(op_name: str) -> str:
-    """GroupQueryAttention -> group_query_attention (the native naming of every op)."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", op_name).lower()
+def kernel_of(op_name: str) -> tuple[str, str]:
+    """(entry point, args struct) of the native kernel an op calls: its op file's `Op.kernel`
+    (the only mapping from op to kernel) and `Op.kernel_args` (the struct, when several kernels
+    share one, e.g. Add and Mul's pb_binary_args; else the kernel's own)."""
+    op = ops.get(op_name)
+    if not op.kernel:
+        raise UsageError(f"op {op_name} declares no native kernel (Op.kernel is empty in its op file)")
+    return op.kernel, op.kernel_args or op.kernel
+
+
+def _own(iface: Interface, op_name: str) -> str | None:
+    """The op's kernel declarations in this header (entry point + args struct), None if either is missing."""
+    k, a = kernel_of(op_name)
+    if k not in iface.entries or a not in iface.structs:
+        return None
+    return iface.entries[k] + "\n" + iface.structs[a]
 
 
 def lacking(base_header: str, head_header: str, op_names: list[str]) -> dict:
     """op -> "base" or "head": the side whose header declares no kernel for it (ops both have: absent)."""
-    bk, hk = interface(base_header)[1], interface(head_header)[1]
-    return {op: ("base" if kernel_of(op) not in bk else "head") for op in op_names
-            if kernel_of(op) not in bk or kernel_of(op) not in hk}
+    b, h = interface(base_header), interface(head_header)
+    out = {}
+    for op in op_names:
+        if _own(b, op) is None:
+            out[op] = "base"
+        elif _own(h, op) is None:
+            out[op] = "head"
+    return out
 
 
 def compatibility(base_header: str, head_header: str, op_names: list[str]) -> dict:
     """op -> None when one process can measure both sides with this checkout's op file, else
     the reason it cannot (that op is then measured in each side's own checkout)."""
-    bc, bk = interface(base_header)
-    hc, hk = interface(head_header)
+    b, h = interface(base_header), interface(head_header)
     out = {}
     for op in op_names:
-        k = kernel_of(op)
-        if bc != hc:
+        k, a = kernel_of(op)
+        what = f"pb_{k}" if a == k else f"pb_{k} (args pb_{a}_args)"
+        if b.common != h.common:
             out[op] = "the header's shared declarations changed between base and head"
-        elif k not in bk:
-            out[op] = f"base's header declares no pb_{k}"
-        elif k not in hk:
-            out[op] = f"head's header declares no pb_{k}"
-        elif bk[k] != hk[k]:
-            out[op] = f"pb_{k}_args or pb_{k}() changed between base and head"
+        elif _own(b, op) is None:
+            out[op] = f"base's header declares no {what}"
+        elif _own(h, op) is None:
+            out[op] = f"head's header declares no {what}"
+        elif _own(b, op) != _own(h, op):
+            out[op] = f"pb_{a}_args or pb_{k}() changed between base and head"
         else:
             out[op] = None
     return out

@@ -202,3 +202,16 @@ def test_a_head_that_crashes_is_numerics_broke_and_base_is_measured_alone(scratc
     base_msg = rows(scratch, "select m.message from measurements m join cells c on c.id = m.cell_id join runs r on "
                              "r.id = c.run_id where r.origin = 'ab-base' and m.impl = 'ours' order by m.id desc")[0][0]
     assert "measured alone" in base_msg
+
+
+def test_ab_pairs_ops_whose_kernel_name_is_not_their_op_name(scratch):
+    """FastGelu calls pb_gelu, SkipLayerNormalization pb_layer_norm, Add pb_add with pb_binary_args:
+    an A/A comparison measures both sides of each (a name derived from the op made them 'only in
+    head (new cell)', so the PR bot could never flag them)."""
+    r = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", "norms", "--replicates", "2", "--format", "json",
+           "--filter", "op=SkipLayerNormalization rows=1 hidden=4096 dtype=f32 threads=1 cache=warm")
+    assert r.returncode in (0, 1), r.stderr
+    (row,) = json.loads(r.stdout)["rows"]
+    assert row["verdict"] != "not-comparable", row
+    assert row["numerics"]["base_status"] == row["numerics"]["head_status"] == "ok", row
+    assert "measured on the other side only" not in r.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfbench import revisions
+from perfbench import ops, revisions
 from perfbench.errors import UsageError
 from tests.conftest import ROOT
 
@@ -15,9 +15,18 @@ OPS = ["Softmax", "RotaryEmbedding", "GroupQueryAttention", "MultiHeadAttention"
 
 def test_identical_headers_are_compatible_for_every_op():
     assert revisions.compatibility(HEADER, HEADER, OPS) == {op: None for op in OPS}
-    common, own = revisions.interface(HEADER)
-    assert {"softmax", "rotary_embedding", "group_query_attention", "multi_head_attention"} <= set(own)
-    assert "pb_time_warm" in common and "pb_softmax_args" not in common
+    iface = revisions.interface(HEADER)
+    assert {"softmax", "rotary_embedding", "group_query_attention", "multi_head_attention"} <= set(iface.entries)
+    assert {"softmax", "binary", "layer_norm", "gelu"} <= set(iface.structs)
+    assert "pb_time_warm" in iface.common and "pb_softmax_args" not in iface.common
+
+
+def test_every_registered_op_is_comparable_with_itself():
+    # Op.kernel is the only mapping from op to kernel: the names derived from op names
+    # (FastGelu -> fast_gelu, ScatterND -> scatter_n_d) made 8 of 22 ops "only in head"
+    names = sorted(ops.REGISTRY)
+    assert revisions.lacking(HEADER, HEADER, names) == {}
+    assert revisions.compatibility(HEADER, HEADER, names) == {op: None for op in names}
 
 
 def test_comments_and_spacing_do_not_matter_but_a_field_does():
@@ -46,9 +55,25 @@ def test_an_op_one_side_lacks_is_named():
     assert revisions.lacking(HEADER, HEADER, OPS) == {}
 
 
-def test_kernel_names_follow_op_names():
-    assert revisions.kernel_of("GroupQueryAttention") == "group_query_attention"
-    assert revisions.kernel_of("Softmax") == "softmax"
+def test_kernel_names_come_from_the_op_files():
+    assert revisions.kernel_of("GroupQueryAttention") == ("group_query_attention", "group_query_attention")
+    assert revisions.kernel_of("FastGelu") == ("gelu", "gelu")
+    assert revisions.kernel_of("SkipLayerNormalization") == ("layer_norm", "layer_norm")
+    assert revisions.kernel_of("Add") == ("add", "binary")
+    for name, op in ops.REGISTRY.items():
+        assert revisions.kernel_of(name)[0] == op.kernel
+
+
+def test_a_shared_args_struct_change_affects_the_ops_that_use_it():
+    changed = HEADER.replace("} pb_binary_args;", "    int32_t flags;\n} pb_binary_args;")
+    assert changed != HEADER
+    got = revisions.compatibility(HEADER, changed, ["Add", "Mul", "Softmax", "Gelu"])
+    assert got["Add"] == "pb_binary_args or pb_add() changed between base and head"
+    assert got["Mul"] == "pb_binary_args or pb_mul() changed between base and head"
+    assert got["Softmax"] is None and got["Gelu"] is None
+    gone = HEADER.replace("int pb_mul(const void *args);", "")
+    assert revisions.lacking(HEADER, gone, ["Add", "Mul"]) == {"Mul": "head"}
+    assert revisions.compatibility(gone, HEADER, ["Mul"])["Mul"] == "base's header declares no pb_mul (args pb_binary_args)"
 
 
 @pytest.mark.parametrize("rev", ["no-such-branch", "--output=/tmp/x", "", "HEAD~100000"])

@@ -62,6 +62,7 @@ class BinaryOp(Op):
     """Add or Mul with numpy broadcasting; subclasses set name, kernel and onnx_op."""
 
     onnx_op = ""
+    kernel_args = "binary"  # pb_add and pb_mul share pb_binary_args
     # bf16 only: ORT runs f16 through Casts around its f32 kernel, which is what f16 cells meet
     ort_substitute = {"bf16": "f32"}
     params = (

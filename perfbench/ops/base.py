@@ -156,7 +156,12 @@ class NodeBinding:
 
 class Op:
     name: str = ""
+    # the native entry point pb_<kernel>() this op calls: the ONLY mapping from op to kernel
+    # (`perfbench ab` compares each op's kernel declarations in the two headers through it)
     kernel: str = ""
+    # its args struct pb_<kernel_args>_args when kernels share one (Add and Mul: "binary");
+    # empty: pb_<kernel>_args
+    kernel_args: str = ""
     params: tuple = ()  # Param, in id order
     bound = "memory"  # "memory" (GB/s) or "compute" (GFLOP/s)
     # ORT dtype to compare with when ORT has no kernel in the cell's dtype (CONTRACTS §2)
