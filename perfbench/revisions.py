@@ -23,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfbench import ops
 from perfbench.errors import BuildError, UsageError
 from perfbench.kernels_ffi import builder
 from perfbench.kernels_ffi.library import cdef_from_header
@@ -168,8 +169,10 @@ def interface(header: str) -> tuple[str, dict]:
 
 
 def kernel_of(op_name: str) -> str:
-    """GroupQueryAttention -> group_query_attention (the native naming of every op)."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", op_name).lower()
+    """The native kernel an op calls: its op file's `kernel` (Op.kernel), the one mapping from op
+    to kernel. Not derived from the op's name: several ops share a kernel (FastGelu and BiasGelu
+    call `gelu`, QuickGelu calls `sigmoid`, the LayerNormalization family `layer_norm`)."""
+    return ops.get(op_name).kernel
 
 
 def lacking(base_header: str, head_header: str, op_names: list[str]) -> dict:

@@ -46,9 +46,24 @@ def test_an_op_one_side_lacks_is_named():
     assert revisions.lacking(HEADER, HEADER, OPS) == {}
 
 
-def test_kernel_names_follow_op_names():
+def test_kernel_names_come_from_the_op_files():
     assert revisions.kernel_of("GroupQueryAttention") == "group_query_attention"
     assert revisions.kernel_of("Softmax") == "softmax"
+    # ops whose kernel is not their name: the op file's `kernel` is the one mapping
+    assert revisions.kernel_of("QuickGelu") == "sigmoid"
+    assert revisions.kernel_of("FastGelu") == "gelu"
+    assert revisions.kernel_of("LayerNormalization") == "layer_norm"
+
+
+def test_ops_sharing_a_kernel_are_compatible_and_follow_its_declarations():
+    shared = ["Sigmoid", "QuickGelu", "Gelu", "FastGelu", "BiasGelu", "SkipLayerNormalization"]
+    assert revisions.compatibility(HEADER, HEADER, shared) == {op: None for op in shared}
+    assert revisions.lacking(HEADER, HEADER, shared) == {}
+    changed = HEADER.replace("    float alpha;", "    double alpha;", 1)
+    assert changed != HEADER
+    got = revisions.compatibility(HEADER, changed, shared)
+    assert "pb_sigmoid_args or pb_sigmoid() changed" in got["QuickGelu"] and got["Sigmoid"] == got["QuickGelu"]
+    assert got["Gelu"] is None and got["FastGelu"] is None
 
 
 @pytest.mark.parametrize("rev", ["no-such-branch", "--output=/tmp/x", "", "HEAD~100000"])
