@@ -684,3 +684,35 @@ def test_rank0_operands_stay_rank0_and_pass_against_ort(op_name, params):
     op.prepare_ours(_lib(), case, mine, ours, 1).run()
     g = numerics.gate(ours, theirs, oracle, op.row_sizes(case), op.floor("f32"))
     assert g.ours_ok and not g.ort_discrepancy, g.describe()
+
+
+def _single_node_model(path, node, elem, shape, opsets):
+    import onnx
+    from onnx import helper
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, shape)],
+                          [helper.make_tensor_value_info("y", elem, shape)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+    m.ir_version = 10
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def test_perfbench_node_runs_sigmoid_and_quick_gelu(tmp_path):
+    """`perfbench node` on single-node models: Sigmoid (f16, rank 3) and QuickGelu (alpha 1.0 and
+    the default) match ORT (exit 0); a QuickGelu whose alpha is not finite is a usage error."""
+    from onnx import TensorProto, helper
+
+    from perfbench import node
+
+    ms = [("", 17), ("com.microsoft", 1)]
+    models = [
+        (helper.make_node("Sigmoid", ["x"], ["y"]), TensorProto.FLOAT16, [2, 3, 1031], [("", 13)]),
+        (helper.make_node("QuickGelu", ["x"], ["y"], domain="com.microsoft", alpha=1.0), TensorProto.FLOAT, [5, 1031], ms),
+        (helper.make_node("QuickGelu", ["x"], ["y"], domain="com.microsoft"), TensorProto.FLOAT, [3, 77], ms),
+    ]
+    for i, (n, elem, shape, opsets) in enumerate(models):
+        rep = node.run(_single_node_model(tmp_path / f"m{i}.onnx", n, elem, shape, opsets), timing=False, lib=_lib())
+        assert rep.exit_code == 0 and rep.ort_status == "ok", node.render(rep)
+    bad = helper.make_node("QuickGelu", ["x"], ["y"], domain="com.microsoft", alpha=float("inf"))
+    with pytest.raises(UsageError, match="alpha='inf' must be finite"):
+        node.run(_single_node_model(tmp_path / "inf.onnx", bad, TensorProto.FLOAT, [3, 8], ms), timing=False, lib=_lib())
