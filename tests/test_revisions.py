@@ -60,6 +60,7 @@ def test_kernel_names_come_from_the_op_files():
     assert revisions.kernel_of("FastGelu") == ("gelu", "gelu")
     assert revisions.kernel_of("SkipLayerNormalization") == ("layer_norm", "layer_norm")
     assert revisions.kernel_of("Add") == ("add", "binary")
+    assert revisions.kernel_of("QuickGelu") == ("sigmoid", "sigmoid")
     for name, op in ops.REGISTRY.items():
         assert revisions.kernel_of(name)[0] == op.kernel
 
@@ -74,6 +75,17 @@ def test_a_shared_args_struct_change_affects_the_ops_that_use_it():
     gone = HEADER.replace("int pb_mul(const void *args);", "")
     assert revisions.lacking(HEADER, gone, ["Add", "Mul"]) == {"Mul": "head"}
     assert revisions.compatibility(gone, HEADER, ["Mul"])["Mul"] == "base's header declares no pb_mul (args pb_binary_args)"
+
+
+def test_ops_sharing_a_kernel_are_compatible_and_follow_its_declarations():
+    shared = ["Sigmoid", "QuickGelu", "Gelu", "FastGelu", "BiasGelu", "SkipLayerNormalization"]
+    assert revisions.compatibility(HEADER, HEADER, shared) == {op: None for op in shared}
+    assert revisions.lacking(HEADER, HEADER, shared) == {}
+    changed = HEADER.replace("    float alpha;", "    double alpha;", 1)
+    assert changed != HEADER
+    got = revisions.compatibility(HEADER, changed, shared)
+    assert "pb_sigmoid_args or pb_sigmoid() changed" in got["QuickGelu"] and got["Sigmoid"] == got["QuickGelu"]
+    assert got["Gelu"] is None and got["FastGelu"] is None
 
 
 @pytest.mark.parametrize("rev", ["no-such-branch", "--output=/tmp/x", "", "HEAD~100000"])

@@ -250,7 +250,7 @@ int pb_layer_norm(const void *args);
 int pb_layer_norm_stream_mode(int32_t mode);
 /* PB_GROUP_NORMS_END */
 
-/* ---- elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, ReduceMean ---- */
+/* ---- elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, Sigmoid, QuickGelu, ReduceMean ---- */
 /* PB_GROUP_ELTWISE_BEGIN */
 /* Add and Mul with numpy broadcasting: y = a + b / a * b, computed in f32 and rounded once to
  * `dtype` (a, b, y all of `dtype`). The shapes are given aligned to `rank` (0..8, leading 1s
@@ -289,6 +289,27 @@ typedef struct pb_gelu_args {
     void *y;
 } pb_gelu_args;
 int pb_gelu(const void *args);
+
+/* Sigmoid family over n contiguous elements, z = alpha * x:
+ *   PB_SIGMOID_PLAIN: y = sigmoid(x) = 1 / (1 + exp(-x))       (Sigmoid; alpha unused)
+ *   PB_SIGMOID_MUL:   y = x * sigmoid(alpha * x)                (com.microsoft QuickGelu; SiLU at alpha 1)
+ * computed in f32 from e = exp(-|z|) (never overflows): sigmoid(z) = 1 / (1 + e) for z >= 0 and
+ * e / (1 + e) for z < 0 (relative error <= 5e-7 on the SIMD paths; e = 0 below z = -87.3365,
+ * where sigmoid leaves the normal floats, so a very negative x gives 0, or -0 in the MUL mode,
+ * and x = -inf in the MUL mode NaN, -inf * 0, as the definition does), rounded once.
+ * alpha must be finite. y may be x (in place). */
+#define PB_SIGMOID_PLAIN 0
+#define PB_SIGMOID_MUL 1
+typedef struct pb_sigmoid_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t mode; /* PB_SIGMOID_PLAIN or PB_SIGMOID_MUL */
+    float alpha;  /* PB_SIGMOID_MUL: the factor inside the sigmoid (QuickGelu's default 1.702) */
+    int64_t n;
+    const void *x;
+    void *y;
+} pb_sigmoid_args;
+int pb_sigmoid(const void *args);
 
 /* ReduceMean over one contiguous run of axes: x viewed as (outer, reduce, inner), y (outer,
  * inner) = mean over the middle axis, accumulated in f32 blocks summed in double, rounded once.

@@ -1,8 +1,10 @@
-"""Wrappers of the elementwise group (Add, Mul, the Gelu family, ReduceMean): numpy arrays in, a
+"""Wrappers of the elementwise group (Add, Mul, the Gelu family, the Sigmoid family, ReduceMean): numpy arrays in, a
 validated KernelCall out. Every check a kernel needs happens here before C is called (C checks
 again and returns a status rather than crash)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -13,6 +15,7 @@ from perfbench.kernels_ffi.wrappers import KernelCall, _check_array, _check_thre
 
 MAX_RANK = 8  # pb_binary_args' shape arrays
 GELU_MODES = {"none": 0, "tanh": 1}  # PB_GELU_ERF, PB_GELU_TANH
+SIGMOID_PLAIN, SIGMOID_MUL = 0, 1  # PB_SIGMOID_PLAIN, PB_SIGMOID_MUL
 
 
 def _float_dtype(a: np.ndarray, name: str, kernel: str) -> dtypes.DType:
@@ -103,6 +106,34 @@ def gelu(lib: Library, x: np.ndarray, y: np.ndarray, *, approximate: str = "none
     if bias is not None:
         args.bias = lib.ptr(bias)
     return KernelCall(lib, k, args, [a for a in (x, bias, y) if a is not None])
+
+
+def sigmoid(lib: Library, x: np.ndarray, y: np.ndarray, *, alpha: float | None = None, threads: int = 1,
+            device: str = "cpu") -> KernelCall:
+    """alpha None: y = sigmoid(x) (Sigmoid); else y = x * sigmoid(alpha * x) (QuickGelu; SiLU at
+    alpha 1). y has x's shape and dtype (y may be x); alpha must be a finite number."""
+    k = "sigmoid"
+    _check_array(x, "x", k)
+    _check_array(y, "y", k, writeable=True)
+    dt = _float_dtype(x, "x", k)
+    _same_dtype(k, "x", x, y=y)
+    if alpha is not None:
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)):
+            raise UsageError(f"{k}: alpha={alpha!r} must be a number")
+        if not math.isfinite(float(alpha)) or abs(float(alpha)) > float(np.finfo(np.float32).max):
+            raise UsageError(f"{k}: alpha={alpha!r} must be finite (in float32)")
+    if y.shape != x.shape:
+        raise UsageError(f"{k}: y shape {y.shape} differs from x shape {x.shape}")
+    if np.shares_memory(x, y) and x.ctypes.data != y.ctypes.data:
+        raise UsageError(f"{k}: x and y overlap partially (in place needs y to be x)")
+    args = lib.ffi.new("pb_sigmoid_args*")
+    _exec(args, _check_threads(threads, k), device, k)
+    args.dtype = dt.onnx
+    args.mode = SIGMOID_PLAIN if alpha is None else SIGMOID_MUL
+    args.alpha = 0.0 if alpha is None else float(alpha)
+    args.n = x.size
+    args.x, args.y = lib.ptr(x), lib.ptr(y)
+    return KernelCall(lib, k, args, [x, y])
 
 
 def normalize_axes(rank: int, axes) -> list[int]:

@@ -1,5 +1,6 @@
-"""Shared pieces of the elementwise ops (Add, Mul, Gelu, FastGelu, BiasGelu, ReduceMean): shape
-strings for case parameters, float64 references, tail lengths, and node checks for from_node."""
+"""Shared pieces of the elementwise ops (Add, Mul, Gelu, FastGelu, BiasGelu, Sigmoid, QuickGelu,
+ReduceMean): shape and number strings for case parameters, float64 references, tail lengths, and
+node checks for from_node."""
 
 from __future__ import annotations
 
@@ -55,9 +56,39 @@ def gelu_tanh64(v: np.ndarray) -> np.ndarray:
     return 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)))
 
 
-def quick_gelu64(v: np.ndarray) -> np.ndarray:
-    """v * sigmoid(1.702 v): a different activation that a kernel may wrongly substitute."""
-    return v / (1.0 + np.exp(-1.702 * v))
+def sigmoid64(v: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-v)) in float64, computed stably: e = exp(-|v|) <= 1 never overflows, and the
+    small side e / (1 + e) (v < 0) is computed directly, without cancellation. NaN stays NaN."""
+    v = np.asarray(v, np.float64)
+    e = np.exp(-np.abs(v))
+    return np.where(v >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def quick_gelu64(v: np.ndarray, alpha: float = 1.702) -> np.ndarray:
+    """v * sigmoid(alpha v) in float64 (com.microsoft QuickGelu; SiLU at alpha 1; -inf gives NaN,
+    -inf * 0, as the definition does). The Gelu family's mutants use it as a wrong substitute."""
+    v = np.asarray(v, np.float64)
+    with np.errstate(invalid="ignore"):
+        return v * sigmoid64(alpha * v)
+
+
+def float32_str(value: float) -> str:
+    """A float attribute (ONNX stores float32) as its shortest round-tripping decimal: 1.702 ->
+    "1.702", 1 -> "1.0". Case ids use it; it has only [0-9.-] characters (no exponent)."""
+    return np.format_float_positional(np.float32(value), unique=True, trim="0")
+
+
+def parse_float32(text: str, where: str, name: str) -> float:
+    """A number string of a case parameter (canonical float32_str form, finite) as its float32 value."""
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}: {name}={text!r} must be a number written as a string, e.g. '1.702'") from None
+    if not math.isfinite(v) or abs(v) > float(np.finfo(np.float32).max):
+        raise UsageError(f"{where}: {name}={text!r} must be finite in float32")
+    if float32_str(v) != text:
+        raise UsageError(f"{where}: {name}={text!r} is not in canonical form (write {float32_str(v)!r})")
+    return float(np.float32(v))
 
 
 def rows_cols(shape) -> tuple[int, int]:

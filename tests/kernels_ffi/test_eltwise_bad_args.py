@@ -1,4 +1,4 @@
-"""Bad arguments to the elementwise kernels (add, mul, gelu, reduce_mean) never crash the process:
+"""Bad arguments to the elementwise kernels (add, mul, gelu, sigmoid, reduce_mean) never crash the process:
 the Python wrappers raise UsageError before C is called, and the C layer itself (reached with
 hand-built args structs, validation bypassed) returns a status with a message naming the
 problem, having written nothing."""
@@ -110,6 +110,41 @@ def test_gelu_wrapper_rejects_overlaps(lib):
     y = np.zeros((4, 8), np.float32)
     with pytest.raises(UsageError, match="bias overlaps y"):
         eltwise.gelu(lib, _f32(4, 8), y, bias=y[1])
+
+
+SIGMOID_BAD = {
+    "alpha-inf": lambda: dict(alpha=float("inf")),
+    "alpha-nan": lambda: dict(alpha=float("nan")),
+    "alpha-beyond-float32": lambda: dict(alpha=1e39),
+    "alpha-a-string": lambda: dict(alpha="1.702"),
+    "alpha-bool": lambda: dict(alpha=True),
+    "y-shape-differs": lambda: dict(y=np.zeros((8, 4), np.float32)),
+    "y-dtype-differs": lambda: dict(y=np.zeros((4, 8), ml_dtypes.bfloat16)),
+    "y-read-only": lambda: dict(y=_readonly(np.zeros((4, 8), np.float32))),
+    "y-not-contiguous": lambda: dict(y=np.zeros((4, 16), np.float32)[:, ::2]),
+    "x-float64": lambda: dict(x=np.ones((4, 8)), y=np.zeros((4, 8))),
+    "x-not-an-array": lambda: dict(x=[[1.0] * 8] * 4),
+    "threads-1000": lambda: dict(threads=1000),
+    "device-unknown": lambda: dict(device="tpu"),
+}
+
+
+@pytest.mark.parametrize("case", list(SIGMOID_BAD))
+def test_sigmoid_wrapper_rejects(lib, case):
+    kw = dict(x=_f32(4, 8), y=np.full((4, 8), SENTINEL, np.float32), alpha=1.702, threads=1, device="cpu")
+    kw.update(SIGMOID_BAD[case]())
+    before = np.array(kw["y"], copy=True)
+    with pytest.raises(UsageError):
+        eltwise.sigmoid(lib, kw["x"], kw["y"], alpha=kw["alpha"], threads=kw["threads"], device=kw["device"])
+    assert np.array_equal(kw["y"], before)
+
+
+def test_sigmoid_wrapper_rejects_partial_overlap(lib):
+    buf = np.full(40, SENTINEL, np.float32)
+    with pytest.raises(UsageError, match="overlap"):
+        eltwise.sigmoid(lib, buf[:32].reshape(4, 8), buf[8:].reshape(4, 8))
+    assert (buf == SENTINEL).all()
+    eltwise.sigmoid(lib, buf, buf, alpha=1.0).run()  # exactly in place is fine
 
 
 REDUCE_BAD = {
@@ -313,6 +348,66 @@ def test_c_gelu_overlaps(lib):
     assert not h.y.any()
 
 
+class SigmoidStruct:
+    def __init__(self, lib, n=32, mode=1):
+        self.x = _f32(n)
+        self.y = np.zeros(n, np.float32)
+        a = lib.ffi.new("pb_sigmoid_args*")
+        a.exec.device, a.exec.num_threads = 0, 1
+        a.dtype, a.mode, a.alpha, a.n = 1, mode, 1.702, n
+        a.x, a.y = lib.ptr(self.x), lib.ptr(self.y)
+        self.args = a
+
+
+SIGMOID_C = [
+    ("x", "NULL", INVALID, ["NULL"]),
+    ("y", "NULL", INVALID, ["NULL"]),
+    ("mode", 2, INVALID, ["mode=2"]),
+    ("mode", -1, INVALID, ["mode=-1"]),
+    ("alpha", float("inf"), INVALID, ["alpha=inf", "finite"]),
+    ("alpha", float("nan"), INVALID, ["alpha=nan", "finite"]),
+    ("n", -1, INVALID, ["n=-1"]),
+    ("n", 1 << 62, INVALID, ["overflows"]),
+    ("dtype", 11, UNSUPPORTED, ["dtype 11"]),
+    ("num_threads", 0, INVALID, ["num_threads=0"]),
+    ("device", 1, UNSUPPORTED, ["device 1"]),
+]
+
+
+def test_c_sigmoid_baseline_struct_is_valid(lib):
+    h = SigmoidStruct(lib)
+    lib.call("sigmoid", h.args)
+    want = h.x.astype(np.float64) / (1.0 + np.exp(-np.float32(1.702) * h.x.astype(np.float64)))
+    assert np.allclose(h.y, want, rtol=1e-6, atol=1e-7)
+    h.args.mode, h.args.alpha = 0, float("nan")  # Sigmoid: alpha is not read
+    lib.call("sigmoid", h.args)
+    assert np.allclose(h.y, 1.0 / (1.0 + np.exp(-h.x.astype(np.float64))), rtol=1e-6)
+    h.args.n, h.args.x = 0, lib.ffi.NULL  # nothing to do: nothing is read
+    lib.call("sigmoid", h.args)
+
+
+@pytest.mark.parametrize("field, value, status, words", SIGMOID_C, ids=[f"{c[0]}={c[1]}" for c in SIGMOID_C])
+def test_c_sigmoid_returns_a_status(lib, field, value, status, words):
+    h = SigmoidStruct(lib)
+    _setf(lib, h.args, field, value)
+    with pytest.raises(NativeError) as ei:
+        lib.call("sigmoid", h.args)
+    assert ei.value.status == status and ei.value.kernel == "sigmoid"
+    for w in words:
+        assert w in ei.value.message, ei.value.message
+    assert not h.y.any()
+
+
+def test_c_sigmoid_overlap(lib):
+    h = SigmoidStruct(lib)
+    h.args.y = lib.ffi.cast("void *", h.x.ctypes.data + 4)  # one element into x
+    before = h.x.copy()
+    with pytest.raises(NativeError) as ei:
+        lib.call("sigmoid", h.args)
+    assert ei.value.status == INVALID and "overlap" in ei.value.message
+    assert np.array_equal(h.x, before) and not h.y.any()
+
+
 class ReduceStruct:
     def __init__(self, lib, outer=4, reduce=8, inner=1):
         self.x = _f32(outer, reduce, inner)
@@ -367,7 +462,7 @@ def test_c_reduce_mean_overlap(lib):
 
 
 def test_c_null_args_struct(lib):
-    for kernel in ("add", "mul", "gelu", "reduce_mean"):
+    for kernel in ("add", "mul", "gelu", "sigmoid", "reduce_mean"):
         with pytest.raises(NativeError) as ei:
             lib.call(kernel, lib.ffi.NULL)
         assert ei.value.status == INVALID and "NULL" in ei.value.message

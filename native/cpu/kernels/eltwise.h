@@ -1,4 +1,4 @@
-/* elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, ReduceMean: the microkernel table each ISA path fills in (included by internal.h). */
+/* elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, Sigmoid, QuickGelu, ReduceMean: the microkernel table each ISA path fills in (included by internal.h). */
 #ifndef PB_ELTWISE_H
 #define PB_ELTWISE_H
 #include <stdint.h>
@@ -11,6 +11,9 @@ typedef void (*pb_binary_ukernel)(const void *a, const void *b, void *y, int64_t
  * as above. */
 typedef void (*pb_gelu_ukernel)(const void *x, const void *bias, void *y, int64_t e0, int64_t e1, int64_t cols,
                                 int nt);
+/* Sigmoid family on elements [i0, i1): y = sigmoid(x) (PB_SIGMOID_PLAIN) or x * sigmoid(alpha x)
+ * (PB_SIGMOID_MUL; alpha read only there); nt as above. */
+typedef void (*pb_sigmoid_ukernel)(const void *x, void *y, int64_t i0, int64_t i1, float alpha, int nt);
 /* Sum of elements [i0, i1) of x: f32 vector blocks, block sums added in double. */
 typedef double (*pb_sum_ukernel)(const void *x, int64_t i0, int64_t i1);
 /* Column means of an (R, inner) slab, columns [j0, j1): y[j] = scale * sum_r x[r, j]. */
@@ -23,6 +26,7 @@ typedef struct pb_eltwise_table {
     pb_binary_ukernel binary_vv[PB_BIN_COUNT][PB_DT_COUNT]; /* [op][dtype index] */
     pb_binary_ukernel binary_vs[PB_BIN_COUNT][PB_DT_COUNT];
     pb_gelu_ukernel gelu[2][PB_DT_COUNT]; /* [PB_GELU_ERF / PB_GELU_TANH][dtype index] */
+    pb_sigmoid_ukernel sigmoid[2][PB_DT_COUNT]; /* [PB_SIGMOID_PLAIN / PB_SIGMOID_MUL][dtype index] */
     pb_sum_ukernel sum[PB_DT_COUNT];
     pb_colmean_ukernel colmean[PB_DT_COUNT];
 } pb_eltwise_table;

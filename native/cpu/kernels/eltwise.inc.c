@@ -1,26 +1,32 @@
-/* elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, ReduceMean: per-dtype microkernels
+/* elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, Sigmoid, QuickGelu, ReduceMean: per-dtype microkernels
  * (included once per dtype by isa_body.inc.c). Everything is computed in f32 registers: 16-bit
  * inputs are widened on load and the result is rounded once on store. */
 
 /* ---- once per ISA file: the few vector operations beyond the shared vf_* API that this group
- * needs (division, min, abs, a per-lane select), and the dtype-independent Gelu math ---- */
+ * needs (division, min, abs, -abs, a per-lane select), and the dtype-independent Gelu and
+ * sigmoid math ---- */
 #ifndef PB_ELTWISE_ONCE
 #define PB_ELTWISE_ONCE
 #if defined(PB_VLOOP) /* vec/portable.h (4 or 16 lanes of plain C) */
 static inline vf pbe_div(vf a, vf b) { PB_VLOOP(i) a.v[i] /= b.v[i]; return a; }
 static inline vf pbe_min(vf a, vf b) { PB_VLOOP(i) a.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i]; return a; }
 static inline vf pbe_abs(vf a) { PB_VLOOP(i) a.v[i] = fabsf(a.v[i]); return a; }
+static inline vf pbe_nabs(vf a) { PB_VLOOP(i) a.v[i] = -fabsf(a.v[i]); return a; }
 /* a < b ? x : y, per lane (false for NaN) */
 static inline vf pbe_sel_lt(vf a, vf b, vf x, vf y) { PB_VLOOP(i) y.v[i] = a.v[i] < b.v[i] ? x.v[i] : y.v[i]; return y; }
 #elif PB_LANES == 8 /* vec/avx2.h */
 static inline vf pbe_div(vf a, vf b) { return _mm256_div_ps(a, b); }
 static inline vf pbe_min(vf a, vf b) { return _mm256_min_ps(a, b); }
 static inline vf pbe_abs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+static inline vf pbe_nabs(vf a) { return _mm256_or_ps(_mm256_set1_ps(-0.0f), a); }
 static inline vf pbe_sel_lt(vf a, vf b, vf x, vf y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
 #elif PB_LANES == 16 /* vec/avx512.h */
 static inline vf pbe_div(vf a, vf b) { return _mm512_div_ps(a, b); }
 static inline vf pbe_min(vf a, vf b) { return _mm512_min_ps(a, b); }
 static inline vf pbe_abs(vf a) { return _mm512_abs_ps(a); }
+static inline vf pbe_nabs(vf a) {
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_set1_epi32((int)0x80000000u)));
+}
 static inline vf pbe_sel_lt(vf a, vf b, vf x, vf y) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), y, x); }
 #else
 #error "eltwise.inc.c: unknown vector ISA"
@@ -100,6 +106,20 @@ static inline vf PB_ISA_FN(eltwise_gelu_tanh)(vf x) {
     const vf e = pbe_sel_lt(nw, vf_set1(-87.0f), vf_zero(), PB_VEXP(nw));
     const vf num = pbe_sel_lt(w, vf_zero(), e, vf_set1(1.0f));
     return vf_mul(x, pbe_div(num, vf_add(vf_set1(1.0f), e)));
+}
+
+/* sigmoid(z) = 1 / (1 + exp(-z)) from e = exp(-|z|) in (0, 1] (never overflows): 1 / (1 + e)
+ * for z >= 0, e / (1 + e) for z < 0 -- the small side computed directly, no cancellation, so
+ * the relative error stays that of the exp plus one division (<= 5e-7 measured; the portable
+ * paths without a fused fmadd: 1.5e-6 for z > -30, 6e-6 below) down to z = -87.3365, where the
+ * exp clamps and sigmoid leaves the normal floats (below it e = 0: sigmoid is then < 1.18e-38;
+ * taking 0 makes a very negative x give 0, or -0 times x, and x = -inf in x * sigmoid(x) NaN,
+ * as the definition does). NaN in, NaN out (the exp passes it; 1 / (1 + NaN)). One division, as the tanh Gelu. */
+static inline vf PB_ISA_FN(eltwise_sigmoid)(vf z) {
+    const vf nz = pbe_nabs(z);
+    const vf e = pbe_sel_lt(nz, vf_set1(-87.3365478515625f), vf_zero(), PB_VEXP(nz));
+    const vf num = pbe_sel_lt(z, vf_zero(), e, vf_set1(1.0f));
+    return pbe_div(num, vf_add(vf_set1(1.0f), e));
 }
 #endif /* PB_ELTWISE_ONCE */
 
@@ -284,6 +304,62 @@ PBE_GELU(gelu_tanh, PB_ISA_FN(eltwise_gelu_tanh))
 #undef PBE_GELU
 #undef PBE_GELU_PART
 #undef PBE_GELU_LOOPS
+
+/* ---- Sigmoid family: elements [i0, i1), y = sigmoid(x) or x * sigmoid(alpha x) ---- */
+/* 4 independent vectors per iteration (the exp and the division are long chains), bf16 on AVX2
+ * in pairs as the Gelu family does, streaming stores past PBE_NT_BYTES, then single vectors and
+ * one partial vector for the tail. F(v) may use `va` (alpha broadcast). */
+#define PBE_SIG_LOOPS(F, LOAD2, STORE2, STORE1)                                                        \
+    for (; i + 4 * L <= n; i += 4 * L) {                                                                \
+        vf v0, v1, v2, v3;                                                                              \
+        LOAD2(x + i, &v0, &v1);                                                                         \
+        LOAD2(x + i + 2 * L, &v2, &v3);                                                                 \
+        v0 = F(v0);                                                                                     \
+        v1 = F(v1);                                                                                     \
+        v2 = F(v2);                                                                                     \
+        v3 = F(v3);                                                                                     \
+        STORE2(y + i, v0, v1);                                                                          \
+        STORE2(y + i + 2 * L, v2, v3);                                                                  \
+    }                                                                                                   \
+    for (; i + L <= n; i += L) {                                                                        \
+        const vf v_ = T_LOAD(x + i);                                                                    \
+        STORE1(y + i, F(v_));                                                                           \
+    }
+#define PBE_SIG_PART(F, m)                                                                             \
+    do {                                                                                                \
+        const vf v_ = PB_UK(PB_DT, load_part)(x + i, m, 0.0f);                                          \
+        PB_UK(PB_DT, store_part)(y + i, F(v_), m);                                                      \
+    } while (0)
+#define PBE_SIGMOID(NAME, F)                                                                            \
+    static void PB_UK(PB_DT, NAME)(const void *xv, void *yv, int64_t i0, int64_t i1, float alpha, int nt) { \
+        const T *x = (const T *)xv + i0;                                                                \
+        T *y = (T *)yv + i0;                                                                            \
+        const int64_t L = PB_LANES, n = i1 - i0;                                                        \
+        const vf va = vf_set1(alpha);                                                                   \
+        (void)va;                                                                                       \
+        int64_t i = 0;                                                                                  \
+        if (nt) {                                                                                       \
+            const int64_t p = PB_UK(PB_DT, nt_peel)(y, n);                                              \
+            if (p > 0) {                                                                                \
+                PBE_SIG_PART(F, p);                                                                     \
+                i = p;                                                                                  \
+            }                                                                                           \
+            PBE_SIG_LOOPS(F, PB_UK(PB_DT, gl_load2_plain), PB_UK(PB_DT, gl_store2_stream), T_STREAM)    \
+        } else {                                                                                        \
+            PBE_SIG_LOOPS(F, PB_UK(PB_DT, gl_load2), PB_UK(PB_DT, gl_store2), T_STORE)                  \
+        }                                                                                               \
+        if (i < n) PBE_SIG_PART(F, n - i);                                                              \
+        if (nt) pbe_stream_fence();                                                                     \
+    }
+#define PBE_SIG_PLAIN(v) PB_ISA_FN(eltwise_sigmoid)(v)
+#define PBE_SIG_MUL(v) vf_mul(v, PB_ISA_FN(eltwise_sigmoid)(vf_mul(va, v)))
+PBE_SIGMOID(sigmoid_plain, PBE_SIG_PLAIN)
+PBE_SIGMOID(sigmoid_mul, PBE_SIG_MUL)
+#undef PBE_SIG_PLAIN
+#undef PBE_SIG_MUL
+#undef PBE_SIGMOID
+#undef PBE_SIG_PART
+#undef PBE_SIG_LOOPS
 
 /* ---- ReduceMean ---- */
 /* Sum of x[i0..i1): 8 f32 vector accumulators over blocks of 32 iterations (256 lanes' worth),

@@ -1,4 +1,4 @@
-/* elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, ReduceMean: public entry points
+/* elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, Sigmoid, QuickGelu, ReduceMean: public entry points
  * (validate every argument and return a status, never crash; pick threads with pb_threads_for;
  * run the active ISA's microkernels over pb_parallel_for). */
 #include <math.h>
@@ -19,6 +19,8 @@
  * Gelu 131072: at 65k elements a second thread measured slower than one (wake cost > half). */
 #define PBE_GRAIN_BINARY 65536
 #define PBE_GRAIN_GELU 131072
+/* Sigmoid family: the same per-element cost as the tanh Gelu (one exp, one division) */
+#define PBE_GRAIN_SIGMOID 131072
 #define PBE_GRAIN_REDUCE 131072
 /* Element-split kernels hand out whole blocks (a multiple of every lane count: threads start
  * on 64-byte boundaries of f32 and 16-bit data alike, given aligned buffers). */
@@ -218,6 +220,45 @@ int pb_gelu(const void *args) {
     gelu_ctx c = {pb_active_isa()->eltwise->gelu[a->approximate][pb_dtype_index(a->dtype)], a, total, nt};
     const int64_t blocks = (total + PBE_BLOCK - 1) / PBE_BLOCK;
     return pb_parallel_for(pb_threads_for(a->exec.num_threads, total, PBE_GRAIN_GELU), blocks, gelu_range, &c);
+}
+
+/* ================================ Sigmoid family =========================================== */
+
+typedef struct {
+    pb_sigmoid_ukernel uk;
+    const pb_sigmoid_args *a;
+    int nt;
+} sigmoid_ctx;
+
+static void sigmoid_range(void *ctx, int64_t t0, int64_t t1) {
+    const sigmoid_ctx *c = (const sigmoid_ctx *)ctx;
+    int64_t e0 = t0 * PBE_BLOCK, e1 = t1 * PBE_BLOCK;
+    if (e1 > c->a->n) e1 = c->a->n;
+    if (e0 < e1) c->uk(c->a->x, c->a->y, e0, e1, c->a->alpha, c->nt);
+}
+
+int pb_sigmoid(const void *args) {
+    const char *k = "sigmoid";
+    CHECK(check_args_ptr(args, k));
+    const pb_sigmoid_args *a = (const pb_sigmoid_args *)args;
+    CHECK(pb_check_exec(&a->exec, k));
+    CHECK(pb_check_dtype(a->dtype, k));
+    if (a->mode != PB_SIGMOID_PLAIN && a->mode != PB_SIGMOID_MUL)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: mode=%d, expected 0 (sigmoid) or 1 (x * sigmoid(alpha x))", k,
+                       (int)a->mode);
+    if (a->mode == PB_SIGMOID_MUL && !isfinite(a->alpha))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: alpha=%g must be finite", k, (double)a->alpha);
+    if (a->n < 0) return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: n=%lld must be >= 0", k, (long long)a->n);
+    if (a->n == 0) return PB_OK;
+    if (a->n > PBE_LIMIT) return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: n=%lld overflows", k, (long long)a->n);
+    if (a->x == NULL || a->y == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: x and y must not be NULL", k);
+    const size_t es = pb_dtype_size(a->dtype), bytes = (size_t)a->n * es;
+    if (overlap_unless_same(a->x, bytes, a->y, bytes))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: x and y overlap partially (in place needs y == x)", k);
+    const int nt = 2 * bytes >= PBE_NT_BYTES && (uintptr_t)a->y % es == 0;
+    sigmoid_ctx c = {pb_active_isa()->eltwise->sigmoid[a->mode][pb_dtype_index(a->dtype)], a, nt};
+    const int64_t blocks = (a->n + PBE_BLOCK - 1) / PBE_BLOCK;
+    return pb_parallel_for(pb_threads_for(a->exec.num_threads, a->n, PBE_GRAIN_SIGMOID), blocks, sigmoid_range, &c);
 }
 
 /* ================================ ReduceMean =============================================== */
