@@ -164,10 +164,12 @@ class Interface(NamedTuple):
 
 def interface(header: str) -> Interface:
     """The header split into the common declarations and each kernel's own: its
-    `pb_<args>_args` struct and its `pb_<kernel>(` entry point."""
+    `pb_<args>_args` struct, its `pb_<kernel>(` entry point, and the `#define PB_<NAME>_...`
+    constants named after one of them (PB_GELU_TANH is gelu's, PB_SIGMOID_MUL sigmoid's), so a
+    new op's header lines leave every other op comparable in one process."""
     structs: dict[str, str] = {}
     entries: dict[str, str] = {}
-    common = []
+    defines, common = [], []
     for d in _declarations(header):
         m = re.search(r"\bpb_([a-z0-9_]+)_args\s*;$", d) if d.startswith("typedef struct") else None
         e = None if m else re.match(r"int pb_([a-z0-9_]+)\(const void \*args\);$", d)
@@ -175,8 +177,20 @@ def interface(header: str) -> Interface:
             structs[m.group(1)] = d
         elif e and e.group(1) != "noop":
             entries[e.group(1)] = d
+        elif re.match(r"#define PB_[A-Z0-9_]+ ", d):
+            defines.append(d)
         else:
             common.append(d)
+    names = sorted(set(structs) | set(entries), key=len, reverse=True)  # the longest prefix wins
+    for d in defines:
+        macro = d.split()[1]
+        owner = next((n for n in names if macro.startswith(f"PB_{n.upper()}_")), None)
+        if owner is None:
+            common.append(d)
+        elif owner in structs:
+            structs[owner] += "\n" + d
+        else:
+            entries[owner] += "\n" + d
     return Interface("\n".join(common), structs, entries)
 
 

@@ -97,3 +97,20 @@ def test_revisions_that_are_not_commits_are_refused(rev):
 def test_a_revision_resolves_to_its_sha():
     sha = revisions.resolve(ROOT, "HEAD")
     assert len(sha) == 40 and revisions.resolve(ROOT, sha[:12]) == sha
+
+
+def test_a_new_kernel_with_its_constants_leaves_every_other_op_comparable():
+    # the header before an op was added: pb_sigmoid_args, pb_sigmoid() and PB_SIGMOID_* gone
+    start = HEADER.index("#define PB_SIGMOID_PLAIN")
+    end = HEADER.index("int pb_sigmoid(const void *args);") + len("int pb_sigmoid(const void *args);")
+    before = HEADER[:start] + HEADER[end:]
+    others = sorted(set(ops.REGISTRY) - {"Sigmoid", "QuickGelu"})
+    assert revisions.compatibility(before, HEADER, others) == {op: None for op in others}
+    assert revisions.lacking(before, HEADER, ["Sigmoid", "QuickGelu", "Gelu"]) == {"Sigmoid": "base", "QuickGelu": "base"}
+    # a kernel's own constant changing is that kernel's change only
+    changed = HEADER.replace("#define PB_GELU_TANH 1", "#define PB_GELU_TANH 2")
+    got = revisions.compatibility(HEADER, changed, ["Gelu", "FastGelu", "Sigmoid"])
+    assert "pb_gelu_args or pb_gelu() changed" in got["Gelu"] and got["Sigmoid"] is None
+    # a constant no kernel owns is shared
+    shared = HEADER.replace("#define PB_DTYPE_F16 10", "#define PB_DTYPE_F16 11")
+    assert all("shared declarations" in why for why in revisions.compatibility(HEADER, shared, others).values())

@@ -294,9 +294,11 @@ int pb_gelu(const void *args);
  *   PB_SIGMOID_PLAIN: y = sigmoid(x) = 1 / (1 + exp(-x))       (Sigmoid; alpha unused)
  *   PB_SIGMOID_MUL:   y = x * sigmoid(alpha * x)                (com.microsoft QuickGelu; SiLU at alpha 1)
  * computed in f32 from e = exp(-|z|) (never overflows): sigmoid(z) = 1 / (1 + e) for z >= 0 and
- * e / (1 + e) for z < 0 (relative error <= 5e-7 on the SIMD paths; e = 0 below z = -87.3365,
- * where sigmoid leaves the normal floats, so a very negative x gives 0, or -0 in the MUL mode,
- * and x = -inf in the MUL mode NaN, -inf * 0, as the definition does), rounded once.
+ * e / (1 + e) for z < 0 (relative error <= 5e-7 on the SIMD paths). e is flushed to 0 below
+ * z = -87.3365, where sigmoid leaves the normal floats: a very negative z gives 0 (PLAIN) or
+ * +-0 (MUL) -- in the MUL mode x * sigmoid(z) can still be a normal float there (x = -88,
+ * alpha = 1: -5.3e-37), so those results are flushed too, 1e-36 and below; x = -inf in the MUL
+ * mode gives NaN (-inf * 0). Rounded once.
  * alpha must be finite. y may be x (in place). */
 #define PB_SIGMOID_PLAIN 0
 #define PB_SIGMOID_MUL 1

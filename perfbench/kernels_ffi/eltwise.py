@@ -120,7 +120,11 @@ def sigmoid(lib: Library, x: np.ndarray, y: np.ndarray, *, alpha: float | None =
     if alpha is not None:
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)):
             raise UsageError(f"{k}: alpha={alpha!r} must be a number")
-        if not math.isfinite(float(alpha)) or abs(float(alpha)) > float(np.finfo(np.float32).max):
+        try:
+            a = float(alpha)
+        except OverflowError:  # an int beyond double
+            a = math.inf
+        if not math.isfinite(a) or abs(a) > float(np.finfo(np.float32).max):
             raise UsageError(f"{k}: alpha={alpha!r} must be finite (in float32)")
     if y.shape != x.shape:
         raise UsageError(f"{k}: y shape {y.shape} differs from x shape {x.shape}")

@@ -310,6 +310,9 @@ def register(cls):
     op = cls()
     if not op.name or op.name in REGISTRY:
         raise RuntimeError(f"op {cls.__name__}: empty or duplicate name {op.name!r}")
+    if not op.kernel:
+        raise RuntimeError(f"op {cls.__name__}: Op.kernel is empty (name the native entry point pb_<kernel>() "
+                           "its prepare_ours calls: `perfbench ab` pairs base and head through it)")
     REGISTRY[op.name] = op
     return cls
 

@@ -5,9 +5,13 @@ in its PB_SIGMOID_MUL mode (sigmoid.py)."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from perfbench.errors import UsageError
 from perfbench.ops import _eltwise as el
-from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, Param, register
+from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Param, register
 from perfbench.ops.sigmoid import COLS, ROWS, SigmoidFamily, _m_sign, _m_tail, _m_zero_row
 
 DEFAULT_ALPHA = "1.702"
@@ -39,7 +43,7 @@ class QuickGelu(SigmoidFamily):
                lambda case: float(case.p["alpha"]) != 1.0),
         Mutant("alpha fixed at the default 1.702", _m_alpha_default,
                lambda case: case.p["alpha"] != DEFAULT_ALPHA),
-        Mutant("sign flipped: x * sigmoid(-alpha x)", _m_sign),
+        Mutant("sign flipped: x * sigmoid(-alpha x)", _m_sign, lambda case: float(case.p["alpha"]) != 0.0),
         Mutant("tail elements ignored", _m_tail),
         Mutant("last row zeroed", _m_zero_row),
         Mutant("x * sigmoid(alpha x) without the x", _m_no_product),
@@ -59,9 +63,16 @@ class QuickGelu(SigmoidFamily):
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
         what = "com.microsoft::QuickGelu"
+        for a in node.attrs:
+            if a != "alpha":
+                raise NodeUnsupported(f"{what}: attribute {a!r} is not implemented (known: alpha)")
         alpha = node.attr("alpha", 1.702)
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-            raise UsageError(f"{what}: alpha={alpha!r} must be a float attribute")
+        if not isinstance(alpha, float):  # ORT refuses the model too ("Mismatched attribute type")
+            raise UsageError(f"{what}: alpha={alpha!r} must be a FLOAT attribute (e.g. alpha=1.702), "
+                             f"not {type(alpha).__name__}")
+        if not math.isfinite(alpha) or abs(alpha) > float(np.finfo(np.float32).max):  # ORT runs it; ours: finite
+            raise NodeUnsupported(f"{what}: alpha={alpha!r} (non-finite in float32) is not implemented: our "
+                                  "sigmoid kernel takes a finite alpha")
         rows, cols, shape = self._node_rows_cols(node, what)
         case = self.make_case({"rows": rows, "cols": cols, "alpha": el.float32_str(alpha)}, what)
         return NodeBinding(case, {"X": 0}, {"Y": (0, shape)})

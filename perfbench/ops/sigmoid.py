@@ -59,13 +59,15 @@ class SigmoidFamily(Op):
     def make_inputs(self, case: Case, dtype: dtypes.DType, rng: np.random.Generator) -> dict:
         rows, cols = self._shape(case)
         x = 2.0 * rng.standard_normal((rows, cols))  # pre-activations (gate projections), std 2
-        # planted probes: both saturated tails (sigmoid ~ 1 - 1e-4 and ~ 1e-4), a deep lower tail
-        # (sigmoid ~ 2e-9: the small side must not cancel to 0 or flip to 1), and a distinctive
-        # last element (a dropped tail or row shows)
-        x[0, 0] = 9.0
-        x[-1, 0] = -9.0
-        x[rows // 2, -1] = -20.0
-        x[-1, -1] = 3.25
+        # planted probes, each on its own element (a 1-row decode case too): both saturated tails
+        # (sigmoid ~ 1 - 1e-4 and ~ 1e-4), a deep lower tail (sigmoid ~ 2e-9: it must not flip to 1
+        # or NaN; a small side cancelled to 0 is below the gate's row-RMS floor and is the dense-grid
+        # test's to catch, tests/ops/test_sigmoid.py), and a distinctive last element (a dropped
+        # tail or row shows)
+        flat = x.reshape(-1)
+        n = flat.size
+        for pos, v in ((0, 9.0), (n // 3, -9.0), ((2 * n) // 3, -20.0), (n - 1, 3.25)):
+            flat[pos] = v
         return {self.inp: np.ascontiguousarray(x.astype(dtype.numpy))}
 
     def reference(self, case: Case, x: dict) -> np.ndarray:

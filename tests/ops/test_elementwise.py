@@ -578,10 +578,16 @@ def test_from_node_sigmoid_family():
     # an attribute as ONNX stores it (float32) maps to its shortest decimal
     b = qg.from_node(_node("QuickGelu", [("f32", (5, 8))], attrs={"alpha": float(np.float32(1.702))}, **ms))
     assert b.case.p["alpha"] == "1.702" and qg.alpha(b.case) == float(np.float32(1.702))
-    with pytest.raises(UsageError, match="alpha='inf' must be finite"):
-        qg.from_node(_node("QuickGelu", [("f32", (5, 8))], attrs={"alpha": float("inf")}, **ms))
-    with pytest.raises(UsageError, match="must be a float attribute"):
-        qg.from_node(_node("QuickGelu", [("f32", (5, 8))], attrs={"alpha": "1.7"}, **ms))
+    # ORT runs a non-finite alpha; our kernel does not: declined (exit 3), not a usage error
+    for bad in (float("inf"), float("nan"), 1e300):
+        with pytest.raises(NodeUnsupported, match="non-finite in float32"):
+            qg.from_node(_node("QuickGelu", [("f32", (5, 8))], attrs={"alpha": bad}, **ms))
+    # ORT refuses an alpha that is not a FLOAT attribute ("Mismatched attribute type")
+    for bad in ("1.7", 2, True):
+        with pytest.raises(UsageError, match="must be a FLOAT attribute"):
+            qg.from_node(_node("QuickGelu", [("f32", (5, 8))], attrs={"alpha": bad}, **ms))
+    with pytest.raises(NodeUnsupported, match="attribute 'beta' is not implemented"):
+        qg.from_node(_node("QuickGelu", [("f32", (5, 8))], attrs={"alpha": 1.0, "beta": 3.0}, **ms))
     with pytest.raises(NodeUnsupported, match="element type"):
         qg.from_node(_node("QuickGelu", [("i64", (5, 8))], dtype=None, **ms))
     with pytest.raises(UsageError, match="1 inputs"):
@@ -714,5 +720,8 @@ def test_perfbench_node_runs_sigmoid_and_quick_gelu(tmp_path):
         rep = node.run(_single_node_model(tmp_path / f"m{i}.onnx", n, elem, shape, opsets), timing=False, lib=_lib())
         assert rep.exit_code == 0 and rep.ort_status == "ok", node.render(rep)
     bad = helper.make_node("QuickGelu", ["x"], ["y"], domain="com.microsoft", alpha=float("inf"))
-    with pytest.raises(UsageError, match="alpha='inf' must be finite"):
-        node.run(_single_node_model(tmp_path / "inf.onnx", bad, TensorProto.FLOAT, [3, 8], ms), timing=False, lib=_lib())
+    rep = node.run(_single_node_model(tmp_path / "inf.onnx", bad, TensorProto.FLOAT, [3, 8], ms), timing=False, lib=_lib())
+    assert rep.exit_code == 3 and "non-finite" in node.render(rep), node.render(rep)
+    bad = helper.make_node("QuickGelu", ["x"], ["y"], domain="com.microsoft", alpha=2)  # an INT attribute
+    with pytest.raises(UsageError, match="must be a FLOAT attribute"):
+        node.run(_single_node_model(tmp_path / "int.onnx", bad, TensorProto.FLOAT, [3, 8], ms), timing=False, lib=_lib())
