@@ -175,6 +175,9 @@ class Op:
     # per-thread grain so that 2 threads really split the work. Every mutant must apply to one of
     # them. A registered op that declares none fails the contract test.
     test_cases: tuple = ()
+    # int64 fields of the kernel's args struct where a negative value is meaningful, not a size
+    # (Trilu's diagonal k): the op contract's bad-argument probe (each int64 field = -1) skips them
+    kernel_signed_args: tuple = ()
 
     # ---- parameters ----
     def param(self, name: str) -> Param:
@@ -297,6 +300,11 @@ class Op:
 
     def floor(self, dtype: str) -> float:
         return self.floors[dtype]
+
+    def ort_cannot_run(self, case: Case, dtype: str) -> str:
+        """Why ORT cannot run this case in this dtype nor its substitute ("" where it can): the
+        op contract then expects ORT to fail, and the gate's tolerance is the floor (CONTRACTS §8)."""
+        return ""
 
     def ort_departure(self, case: Case) -> str:
         """Why ORT is known to depart from the specification on this case ("" where it does not):

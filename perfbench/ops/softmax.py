@@ -70,7 +70,7 @@ class Softmax(Op):
         {"heads": 3, "queries": 1, "keys": 4097},
         {"heads": 3, "queries": 1, "keys": 4105},
         {"batch": 2, "heads": 2, "queries": 3, "keys": 33},
-        {"heads": 2, "queries": 3, "keys": 7},
+        {"heads": 2, "queries": 3, "keys": 21},
         {"heads": 32, "queries": 1, "keys": 1024},
         {"heads": 8, "queries": 2, "keys": 4105},  # 2 threads really split it
     )

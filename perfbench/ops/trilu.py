@@ -57,6 +57,7 @@ def _differs(k_delta=0, flip=False):
 class Trilu(Op):
     name = "Trilu"
     # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    kernel_signed_args = ("k",)  # the diagonal offset: any sign
     test_cases = (
         {"batch": 3, "rows": 33, "cols": 65, "upper": 0, "k": -2},
         {"rows": 17, "cols": 9, "upper": 1, "k": 5},
