@@ -5,9 +5,8 @@
   and leave every other row alone;
 * copy mode: present holds the copied past rows, the new rows, and zeros after each batch row's
   tokens (ragged batches);
-* ORT agrees with the float64 oracle and our kernel passes the gate on decode, ragged decode,
-  ragged first prompts, chunked prefill and rotary (interleaved or not), with 1 and 2 threads,
-  on every ISA path this CPU supports;
+* (the gate on every case, dtype, ISA path and thread count is the op contract's:
+  tests/ops/test_contract.py runs these labels as the ops' test_cases);
 * attribute values C does not implement are declined with status 2 (unsupported);
 * the Harness's numerics-only pass reports the statuses and ORT paths the suite relies on;
 * the Python wrappers reject bad arguments with UsageError before C is called."""
@@ -25,21 +24,22 @@ import pytest
 from perfbench import dtypes, numerics
 from perfbench import ops as ops_pkg
 from perfbench.errors import NativeError, UsageError
-from perfbench.kernels_ffi import load, wrappers
+from perfbench.kernels_ffi import wrappers
 from perfbench.ops import ort as ortlib
 from perfbench.ops.base import to_f64
 from perfbench.ops.group_query_attention import lengths
 from perfbench.timing.protocol import CellSpec, Harness
-from tests.conftest import ROOT, isas_to_test
+from tests.conftest import ROOT
+from tests.helpers import same_bits
 
 GQA, MHA = "GroupQueryAttention", "MultiHeadAttention"
+pytestmark = pytest.mark.usefixtures("auto_isa")
+
 SEED = 20261207
 DTYPES = ("f32", "f16", "bf16")
 UNSUPPORTED = 2  # PB_ERR_UNSUPPORTED
 SENTINEL = 7.0  # what output buffers hold before a call: rows a kernel must write never keep it
 
-# which ISA paths to test is a property of this machine: ask the library at collection
-SUPPORTED = isas_to_test(load())
 
 GQA_CASES = {
     "decode-B1": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20},
@@ -78,13 +78,6 @@ MHA_CASES = {
     "prefill-two-threads": {"heads": 2, "head_size": 64, "seq": 70},
 }
 CASES = {GQA: GQA_CASES, MHA: MHA_CASES}
-
-
-@pytest.fixture(autouse=True)
-def _auto_isa(lib):
-    lib.select_isa("auto")
-    yield
-    lib.select_isa("auto")
 
 
 # ---- one cell: inputs, oracle, ORT (cached), ours ---------------------------------------------
@@ -129,12 +122,6 @@ def run_ort(op, case, inputs: dict, dt) -> tuple:
     return ortlib.run_case(op, case, inputs, dt, fill=SENTINEL)
 
 
-def _same_bits(a, b) -> bool:
-    """Bit-identical arrays (a plain bool: pytest never diffs the megabytes behind it)."""
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
-
-
 def _f64(a) -> np.ndarray:
     return np.asarray(a).astype(np.float64)
 
@@ -153,11 +140,11 @@ def _check_shared_buffer(side: str, buf: np.ndarray, before: np.ndarray, oracle:
     h = case.p["head_size"]
     assert buf.shape == before.shape == oracle.shape
     for b, (pb, tot) in enumerate(zip(past_b.tolist(), total_b.tolist())):
-        assert _same_bits(buf[b, :, :pb], before[b, :, :pb]), f"{side}: batch row {b} past rows changed"
-        assert _same_bits(buf[b, :, tot:], before[b, :, tot:]), \
+        assert same_bits(buf[b, :, :pb], before[b, :, :pb]), f"{side}: batch row {b} past rows changed"
+        assert same_bits(buf[b, :, tot:], before[b, :, tot:]), \
             f"{side}: batch row {b} rows after its {tot} tokens were written"
         new = buf[b, :, pb:tot]
-        assert not _same_bits(new, before[b, :, pb:tot]), f"{side}: batch row {b} new rows were not written"
+        assert not same_bits(new, before[b, :, pb:tot]), f"{side}: batch row {b} new rows were not written"
         err = _rows_error(new, oracle[b, :, pb:tot], h)
         assert err <= tol, f"{side}: batch row {b} new rows err={err:.3g} > {tol:g}"
 
@@ -183,7 +170,7 @@ def test_shared_kv_mode_writes_into_the_past_input_itself(lib, label, dtype):
     for name in ("key", "value"):
         _check_shared_buffer(f"ours past_{name}", mine[f"past_{name}"], before[f"past_{name}"],
                              oracle[f"present_{name}"], case, tol)
-    assert not _same_bits(inputs["past_key"], mine["past_key"])  # ours wrote its own copy, not the inputs
+    assert not same_bits(inputs["past_key"], mine["past_key"])  # ours wrote its own copy, not the inputs
 
     # ORT through Bound, its present outputs bound onto its own past input arrays
     graph = op.graph(case)
@@ -227,7 +214,7 @@ def test_copy_mode_present_rows(lib, label, dtype, threads):
             assert not any(pres is a for a in src.values())
             for b, pb in enumerate(past_b.tolist()):
                 if pb:
-                    assert _same_bits(pres[b, :, :pb], src[f"past_{name}"][b, :, :pb]), \
+                    assert same_bits(pres[b, :, :pb], src[f"past_{name}"][b, :, :pb]), \
                         f"{side} present_{name}[{b}]: past rows not copied exactly"
                 end = pb + seq
                 err = _rows_error(pres[b, :, pb:end], cell.oracle[f"present_{name}"][b, :, pb:end], h)
@@ -239,50 +226,6 @@ def test_copy_mode_present_rows(lib, label, dtype, threads):
 
 
 # ---- ORT agrees with the oracle; ours passes the gate --------------------------------------------
-
-
-def _gate_params():
-    return [
-        pytest.param(op, label, dt, id=f"{op}-{label}-{dt}")
-        for op in (GQA, MHA) for label in CASES[op] for dt in DTYPES
-    ]
-
-
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("isa", SUPPORTED)
-@pytest.mark.parametrize("op_name, label, dtype", _gate_params())
-def test_ort_agrees_and_ours_passes(lib, op_name, label, dtype, isa, threads):
-    cell = _cell(op_name, label, dtype)
-    assert cell.ort_dt.name == {"f32": "f32", "f16": "f16", "bf16": "f32"}[dtype]
-    lib.select_isa(isa)
-    assert lib.isa_active == isa
-    _, out = cell.ours(lib, threads)
-    g = cell.gate(out)
-    assert not g.ort_discrepancy, f"ORT departs from the oracle: {g.describe()}"
-    assert g.ours_ok, f"{cell.case.case_id} {dtype} {isa} threads={threads}: {g.describe()}"
-
-
-def _cpu_flags() -> set:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((set(ln.split(":", 1)[1].split()) for ln in f if ln.startswith("flags")), set())
-    except OSError:
-        return set()
-
-
-def test_every_isa_path_this_cpu_runs_is_tested(lib):
-    """The paths the gate tests run on are every path this CPU can run, judged independently of
-    the library (its own detection could miss one): the portable ones always, AVX2 and AVX-512
-    when /proc/cpuinfo lists what they need and the library compiled them in."""
-    assert "portable" in SUPPORTED and "portable16" in SUPPORTED
-    flags = _cpu_flags()
-    if not flags:
-        pytest.skip("no /proc/cpuinfo flags to check against")
-    needs = {"avx2": {"avx2", "fma", "f16c"},
-             "avx512": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "fma", "f16c"}}
-    for isa, want in needs.items():
-        if isa in lib.isa_compiled and want <= flags:
-            assert isa in SUPPORTED, f"this CPU has {sorted(want)} but the {isa} path is not tested"
 
 
 # ---- attribute values C does not implement ------------------------------------------------------
@@ -323,7 +266,7 @@ def test_smooth_softmax_off_is_accepted(lib, smooth):
     call, out = _gqa_call(lib, cell, smooth_softmax=smooth)
     call.run()
     for k in ref:
-        assert _same_bits(out[k], ref[k])
+        assert same_bits(out[k], ref[k])
     assert cell.gate(out).ours_ok
 
 

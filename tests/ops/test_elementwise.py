@@ -1,11 +1,9 @@
 """The elementwise group (Add, Mul, Gelu, FastGelu, BiasGelu, ReduceMean) against real ORT:
 
-* our kernel passes the numerics gate (float64 oracle, ORT's error as the yardstick) on tiny odd
-  shapes in every dtype, with 1 and 2 threads (cases large enough that 2 threads are really
-  used), on every ISA path this CPU supports;
-* every mutant fails the gate in the dtypes where it is visible (the forms of Gelu differ below
-  16-bit rounding, QuickGelu's error sits at bfloat16's floor: the ops list those limits);
-* the ORT graphs load; K copies run K times, inserted Casts included; the Harness's numerics-only
+* (the gate on every case, dtype, ISA path and thread count, the mutants, K ORT copies, bad
+  arguments and the from_node round trip are the op contract's: tests/ops/test_contract.py, on
+  the cases each op file declares as test_cases);
+* the dtype-limited mutants are really invisible where the ops say; the Harness's numerics-only
   pass reports the ORT paths the suite's header describes;
 * kernel details: broadcasting is bit-exact against numpy's own f32/f16/bf16 arithmetic on many
   shape pairs, in place works, Gelu's error over a dense grid, ReduceMean's edges;
@@ -14,7 +12,6 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 
 import ml_dtypes
@@ -24,172 +21,21 @@ import pytest
 from perfbench import dtypes, numerics, suites
 from perfbench import ops as ops_pkg
 from perfbench.errors import UsageError
-from perfbench.kernels_ffi import eltwise, load
+from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
 from perfbench.ops import ort as ortlib
-from perfbench.ops.base import NodeInfo, NodeUnsupported, to_f64
+from perfbench.ops.base import NodeInfo, NodeUnsupported
 from perfbench.timing.protocol import CellSpec, Harness
 from tests.conftest import isas_to_test
+from tests.helpers import cell, library, mutant_applies_in
 
 SEED = 20261130
 DTYPES = ("f32", "f16", "bf16")
 OPS = ("Add", "Mul", "Gelu", "FastGelu", "BiasGelu", "ReduceMean")
-SUPPORTED = isas_to_test(load())
-
-# the suite's numerics-only shapes, plus cases big enough for 2 threads (work >= 2 x grain)
-CASES = {
-    "Add": [
-        {"a": "1031", "b": "1031"},
-        {"a": "7x1031", "b": "1031"},
-        {"a": "2x3x33x33", "b": "2x1x33x33"},
-        {"a": "33x1", "b": "1x37"},
-        {"a": "scalar", "b": "5x7"},
-        {"a": "3x5x7", "b": "5x1"},
-        {"a": "4x41x1031", "b": "41x1"},  # 2 threads; a column broadcast inside
-    ],
-    "Mul": [
-        {"a": "7x1031", "b": "7x1"},
-        {"a": "1031", "b": "scalar"},
-        {"a": "2x1x9", "b": "2x5x1"},
-        {"a": "130x1031", "b": "1031"},  # 2 threads
-    ],
-    "Gelu": [
-        {"rows": 3, "cols": 1031},
-        {"rows": 5, "cols": 1031, "approximate": "tanh"},
-        {"rows": 1, "cols": 7},
-        {"rows": 33, "cols": 1031},  # 2 threads
-    ],
-    "FastGelu": [
-        {"rows": 3, "cols": 1031, "bias": 1},
-        {"rows": 3, "cols": 1031, "bias": 0},
-        {"rows": 2, "cols": 13, "bias": 1},
-        {"rows": 33, "cols": 1031, "bias": 1},  # 2 threads, the bias restarting inside a block
-    ],
-    "BiasGelu": [
-        {"rows": 3, "cols": 1031},
-        {"rows": 4, "cols": 9},
-        {"rows": 33, "cols": 1031},
-    ],
-    "ReduceMean": [
-        {"shape": "7x1031", "axes": "last"},
-        {"shape": "9x33", "axes": "last", "keepdims": 0},
-        {"shape": "3x100x70", "axes": "1-1"},
-        {"shape": "5x7x33", "axes": "1-2", "keepdims": 0},
-        {"shape": "1031", "axes": "all"},
-        {"shape": "300007", "axes": "all"},  # one row split across 2 threads
-        {"shape": "300x1031", "axes": "last"},  # rows across 2 threads
-        {"shape": "4194311", "axes": "all"},  # the long sum
-    ],
-}
-
-
-@functools.cache
-def _lib():
-    return load()
-
-
-@pytest.fixture(autouse=True)
-def _auto_isa():
-    _lib().select_isa("auto")
-    yield
-    _lib().select_isa("auto")
-
-
-class Cell:
-    """One (op, case, dtype): inputs, the float64 oracle, ORT's real output (the yardstick)."""
-
-    def __init__(self, op_name: str, i: int, dtype: str):
-        self.op = ops_pkg.get(op_name)
-        self.case = self.op.make_case(CASES[op_name][i])
-        self.dt = dtypes.get(dtype)
-        self.inputs = self.op.make_inputs(self.case, self.dt, np.random.default_rng(SEED))
-        self.inputs64 = to_f64(self.inputs)
-        self.oracle = self.op.oracle(self.case, self.inputs64)
-        self.rows = self.op.row_sizes(self.case)
-        ran = ortlib.run_case(self.op, self.case, self.inputs, self.dt, 1)
-        assert ran is not None, f"ORT cannot run {self.case.case_id}"
-        self.ort_dt, _, self.ort_out = ran
-
-    def ours(self, threads: int = 1) -> dict:
-        out = self.op.new_outputs(self.case, self.dt.numpy, self.inputs)
-        for a in out.values():
-            a[...] = 7.0  # what a kernel must overwrite
-        self.op.prepare_ours(_lib(), self.case, self.inputs, out, threads).run()
-        return out
-
-    def gate(self, outputs: dict) -> numerics.GateResult:
-        return numerics.gate(outputs, self.ort_out, self.oracle, self.rows, self.op.floor(self.dt.name))
-
-
-@functools.cache
-def _cell(op_name: str, i: int, dtype: str) -> Cell:
-    return Cell(op_name, i, dtype)
-
-
-def _cell_params():
-    return [pytest.param(op, i, dt, id=f"{ops_pkg.get(op).make_case(p).case_id}-{dt}")
-            for op in OPS for i, p in enumerate(CASES[op]) for dt in DTYPES]
-
-
-@pytest.mark.parametrize("op_name, i, dtype", _cell_params())
-def test_our_kernel_passes_the_gate(op_name, i, dtype):
-    cell = _cell(op_name, i, dtype)
-    assert cell.ort_dt.name == {"f32": "f32", "f16": "f16", "bf16": "f32"}[dtype]
-    for isa in SUPPORTED:
-        _lib().select_isa(isa)
-        for threads in (1, 2):
-            g = cell.gate(cell.ours(threads))
-            assert not g.ort_discrepancy, f"ORT departs from the oracle: {g.describe()}"
-            assert g.ours_ok, f"{cell.case.case_id} {dtype} {isa} threads={threads}: {g.describe()}"
-
+SUPPORTED = isas_to_test(library())
+pytestmark = pytest.mark.usefixtures("auto_isa")
 
 # ---- mutants ----------------------------------------------------------------------------------
-
-
-def _mutant_applies_in(op, mutant, dtype: str) -> bool:
-    """Some mutants are wrong only below a dtype's rounding: the op lists where they are visible."""
-    return dtype in getattr(op, "mutant_dtypes", {}).get(mutant.name, DTYPES)
-
-
-def _mutant_params():
-    out = []
-    for name in OPS:
-        op = ops_pkg.get(name)
-        for m in op.mutants:
-            for dt in DTYPES:
-                if not _mutant_applies_in(op, m, dt):
-                    continue
-                out.append(pytest.param(name, dt, m.name, id=f"{name}-{dt}-{m.name.replace(' ', '_')}"))
-    return out
-
-
-@pytest.mark.parametrize("op_name, dtype, mutant_name", _mutant_params())
-def test_mutant_fails_the_gate(op_name, dtype, mutant_name):
-    op = ops_pkg.get(op_name)
-    mutant = next(m for m in op.mutants if m.name == mutant_name)
-    checked, accepted = [], []
-    for i, p in enumerate(CASES[op_name]):
-        case = op.make_case(p)
-        if not mutant.applies(case):
-            continue
-        cell = _cell(op_name, i, dtype)
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = {k: np.asarray(v).astype(cell.dt.numpy).astype(np.float64)
-                   for k, v in mutant.outputs(op, cell.case, cell.inputs64).items()}
-        g = cell.gate(out)
-        checked.append(cell.case.case_id)
-        if g.ours_ok:
-            accepted.append(f"{cell.case.case_id}: {g.describe()}")
-    assert checked, "the mutant applies to none of the chosen cases"
-    assert not accepted, f"the gate ACCEPTED {mutant_name!r} ({dtype}) on: " + "; ".join(accepted)
-
-
-@pytest.mark.parametrize("op_name", OPS)
-def test_every_op_has_mutants_that_apply(op_name):
-    op = ops_pkg.get(op_name)
-    assert len(op.mutants) >= 3
-    for m in op.mutants:
-        assert any(m.applies(op.make_case(p)) for p in CASES[op_name]), m.name
 
 
 @pytest.mark.parametrize("op_name, mutant_name, dtype", [
@@ -200,36 +46,17 @@ def test_dtype_limited_mutants_are_really_invisible_there(op_name, mutant_name, 
     """The exclusions above are honest: in these dtypes the mutant passes the gate on some
     chosen case (it is below that dtype's rounding)."""
     op = ops_pkg.get(op_name)
-    assert not _mutant_applies_in(op, next(m for m in op.mutants if m.name == mutant_name), dtype)
     m = next(m for m in op.mutants if m.name == mutant_name)
+    assert not mutant_applies_in(op, m, dtype)
     passed = []
-    for i, p in enumerate(CASES[op_name]):
+    for p in op.test_cases:
         if m.applies(op.make_case(p)):
-            cell = _cell(op_name, i, dtype)
-            out = {k: np.asarray(v).astype(cell.dt.numpy).astype(np.float64)
-                   for k, v in m.outputs(op, cell.case, cell.inputs64).items()}
-            passed.append(cell.gate(out).ours_ok)
+            c = cell(op_name, p, dtype, seed=SEED)
+            passed.append(c.gate(c.mutant_output(m)).ours_ok)
     assert any(passed)
 
 
 # ---- ORT graphs ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
-@pytest.mark.parametrize("op_name", OPS)
-def test_k_copies_run_k_times(op_name, dtype):
-    K = 4
-    op = ops_pkg.get(op_name)
-    case = op.make_case(CASES[op_name][0])
-    dt = dtypes.get(dtype)
-    spec = op.graph(case)
-    inputs = op.make_inputs(case, dt, np.random.default_rng(3))
-    outs = op.new_outputs(case, dt.numpy, inputs)
-    one = ortlib.node_runs(ortlib.build_model(spec, dt, 1), 1, inputs, outs, spec, 1)
-    many = ortlib.node_runs(ortlib.build_model(spec, dt, K), 1, inputs, outs, spec, K)
-    assert many == {k: K * v for k, v in one.items()}
-    if dtype == "f16":
-        assert one.get("Cast", 0) >= 2  # ORT computes these in f32 between Casts
 
 
 ORT_PATHS = {  # (op, dtype) -> (ORT dtype, path)
@@ -242,11 +69,11 @@ ORT_PATHS = {  # (op, dtype) -> (ORT dtype, path)
 
 @pytest.mark.parametrize("op_name, dtype", sorted(ORT_PATHS))
 def test_harness_numerics_only_cell(op_name, dtype):
-    p = CASES[op_name][0]
     op = ops_pkg.get(op_name)
+    p = op.test_cases[0]
     spec = CellSpec(op=op_name, params=[list(kv) for kv in op.make_case(p).params], dtype=dtype, threads=1,
                     numerics_only=True)
-    out = Harness(_lib()).measure(spec)
+    out = Harness(library()).measure(spec)
     assert out.ours_status == "ok", out.ours_message
     assert out.ort_status == "ok", out.ort_message
     assert (out.ort_dtype, out.ort_path) == ORT_PATHS[(op_name, dtype)], out.ort_ops
@@ -277,7 +104,7 @@ SHAPE_PAIRS = [
 def test_broadcasting_is_bit_exact_against_numpy(isa):
     """f32, f16 and bf16 arithmetic is one f32 operation rounded once, as numpy's own: identical
     bits, for every broadcast pattern (both directions) and 1 and 2 threads."""
-    lib = _lib()
+    lib = library()
     lib.select_isa(isa)
     rng = np.random.default_rng(5)
     for (sa, sb), dt, (name, f) in itertools.product(SHAPE_PAIRS, NP_DTYPES, (("add", np.add), ("mul", np.multiply))):
@@ -303,7 +130,7 @@ def _misaligned(shape, dt):
 def test_streaming_stores_past_8_mib(isa):
     """Working sets >= 8 MiB store with non-temporal stores (peel to alignment, stream, tail):
     the same bits as numpy (binary) and as the cached-store path (Gelu, computed row by row)."""
-    lib = _lib()
+    lib = library()
     lib.select_isa(isa)
     rng = np.random.default_rng(10)
     for dt in NP_DTYPES:
@@ -347,7 +174,7 @@ def test_binary_in_place(lib):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_error_over_a_dense_grid(isa, approximate):
     """Every f32 x in [-12, 12] (and a few far out): |ours - exact| <= 3e-7 (|exact| + 1)."""
-    lib = _lib()
+    lib = library()
     lib.select_isa(isa)
     x = np.concatenate([np.linspace(-12, 12, 400_001), [-1e4, -100.0, -5.5437, 5.5437, 100.0, 1e4, 0.0, -0.0]])
     x = x.astype(np.float32)
@@ -364,7 +191,7 @@ def test_gelu_error_over_a_dense_grid(isa, approximate):
 def test_gelu_nan_and_infinities(approximate, dtype, isa):
     """NaN stays NaN, +inf gives +inf, -inf gives NaN (-inf * 0, as the definition), and very
     negative inputs give (-)0, not a denormal-scaled x, in both forms, every dtype and ISA path."""
-    lib = _lib()
+    lib = library()
     lib.select_isa(isa)
     big = -3e38 if dtype is np.float32 else (-6e4 if dtype is np.float16 else -3e38)
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -1e4, big] + [1.0] * 10, np.float32).astype(dtype)
@@ -397,7 +224,7 @@ def test_reduce_mean_edges(lib):
 def test_reduce_mean_long_sum_is_accurate(isa):
     """16M elements with a large mean, 1 and 2 threads: within 2e-7 of the float64 mean (a plain
     f32 running sum is off by ~1e-3 here)."""
-    lib = _lib()
+    lib = library()
     lib.select_isa(isa)
     x = (np.random.default_rng(8).random(1 << 24, dtype=np.float32) + np.float32(10.0))
     want = x.astype(np.float64).mean()
@@ -521,7 +348,7 @@ def test_from_node_case_computes_the_node(node_args, want):
     for name in shapes:
         mine.setdefault(name, op.make_inputs(binding.case, dtypes.F32, rng)[name])
     out = op.new_outputs(binding.case, np.float32, mine)
-    op.prepare_ours(_lib(), binding.case, mine, out, 1).run()
+    op.prepare_ours(library(), binding.case, mine, out, 1).run()
     (oname, (idx, oshape)), = binding.outputs.items()
     got = out[oname].reshape(oshape)
     if op_type == "Add":
@@ -545,6 +372,6 @@ def test_rank0_operands_stay_rank0_and_pass_against_ort(op_name, params):
     _, _, theirs = ortlib.run_case(op, case, inputs, dtypes.F32)
     mine = op.private_inputs(case, inputs)
     ours = op.new_outputs(case, np.float32, mine)
-    op.prepare_ours(_lib(), case, mine, ours, 1).run()
+    op.prepare_ours(library(), case, mine, ours, 1).run()
     g = numerics.gate(ours, theirs, oracle, op.row_sizes(case), op.floor("f32"))
     assert g.ours_ok and not g.ort_discrepancy, g.describe()
