@@ -106,3 +106,10 @@ def _cached(op_name: str, params: tuple, dtype: str, seed: int, fill: float) -> 
 def cell(op_name: str, params: dict, dtype: str, seed: int = SEED, fill: float = np.nan) -> Cell:
     """A cached Cell (tests must not write into its inputs or ORT outputs)."""
     return _cached(op_name, tuple(params.items()), dtype, seed, fill)
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only copy (what a wrapper must refuse as an output)."""
+    a = a.copy()
+    a.flags.writeable = False
+    return a
