@@ -113,3 +113,42 @@ def readonly(a: np.ndarray) -> np.ndarray:
     a = a.copy()
     a.flags.writeable = False
     return a
+
+
+def node_info(op_type, inputs, *, domain="", opset=18, attrs=None, outputs=("y",), dtype="f32", values=None):
+    """A hand-built NodeInfo (what `perfbench node` hands from_node): inputs as (dtype name, shape)
+    with dtype names f32/f16/bf16/i64, None for an absent optional input."""
+    import ml_dtypes
+
+    from perfbench.ops.base import NodeInfo
+
+    np_dt = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i64": np.int64}
+    ins = [None if i is None else (np.dtype(np_dt[i[0]]), tuple(i[1])) for i in inputs]
+    return NodeInfo(op_type, domain, opset, dict(attrs or {}), ins, list(outputs), dtype, list(values or []))
+
+
+def array_node_info(op_type, inputs, attrs=None, outputs=("y",), values=None, opset=18, domain=""):
+    """A hand-built NodeInfo from (numpy dtype, shape) inputs (None: absent); the node's dtype is
+    its first float input's."""
+    from perfbench.ops.base import NodeInfo
+
+    ins = [None if i is None else (np.dtype(i[0]), tuple(i[1])) for i in inputs]
+    floats = [d for d, _ in (i for i in ins if i) if d in (np.float32, np.float16) or d == dtypes.BF16.numpy]
+    name = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", dtypes.BF16.numpy: "bf16"}
+    return NodeInfo(op_type, domain, opset, attrs or {}, ins, list(outputs), name[floats[0]] if floats else None,
+                    values or [])
+
+
+def run_binding(op, binding, arrays: list, dt=dtypes.F32) -> np.ndarray:
+    """Our kernel on a node's own arrays, reshaped to what the bound case's graph declares (what
+    `perfbench node` runs); the one output the binding names, in the node's shape."""
+    spec = op.graph(binding.case)
+    declared = {n: shape for n, _, shape in spec.inputs if n}
+    inputs = op.make_inputs(binding.case, dt, np.random.default_rng(0))
+    for name, idx in binding.inputs.items():
+        inputs[name] = np.ascontiguousarray(arrays[idx]).reshape(declared[name])
+    out = op.new_outputs(binding.case, dt.numpy, inputs)
+    op.prepare_ours(library(), binding.case, inputs, out, 1).run()
+    (name, (index, shape)), = binding.outputs.items()
+    assert index == 0
+    return out[name].reshape(shape)

@@ -1,9 +1,9 @@
-"""The data-movement ops (suites/data_movement.toml: Transpose, Gather, Concat, ScatterND, Trilu)
-against REAL ORT sessions, beyond the op contract (tests/ops/test_contract.py: gate, mutants,
-bad arguments, K copies, from_node round trip): ours and ORT are bit-exact on the test cases in
-f32, f16 and bf16 (these ops move bits), the K-copy graphs write exact bits, every ISA path and thread count gives the same bits, Gather's memory-mapped table is
-generated once and shared (never copied by the harness nor by ORT's binding), and from_node maps
-real nodes (tricky attributes) onto cases that compute exactly what the node computes."""
+"""The data-movement suite (suites/data_movement.toml: Transpose, Gather, Concat, ScatterND, Trilu)
+as a group, against REAL ORT sessions, beyond the op contract (tests/ops/test_contract.py: gate,
+mutants, bad arguments, K copies, from_node round trip); per-op tests are in tests/ops/test_<op>.py:
+ours and ORT are bit-exact on the test cases in f32, f16 and bf16 (these ops move bits), the
+K-copy graphs write exact bits, every ISA path and thread count gives the same bits, streaming and
+plain copies agree at any alignment, threads split large work exactly."""
 
 from __future__ import annotations
 
@@ -14,11 +14,7 @@ import pytest
 
 from perfbench import dtypes
 from perfbench import ops as ops_pkg
-from perfbench.errors import UsageError
-from perfbench.ops import _movement as mv
 from perfbench.ops import ort as ortlib
-from perfbench.ops.base import NodeInfo, NodeUnsupported
-from perfbench.timing import protocol
 from tests.helpers import cell, library, same_bits
 
 SEED = 20261129
@@ -110,220 +106,10 @@ def test_isa_paths_and_threads_agree(dtype):
             lib.select_isa("auto")
 
 
-def test_large_tiled_transposes_are_exact():
-    """Shapes past the 32x32 tiles and the 8x8 register blocks, in every ISA path."""
-    lib = library()
-    from perfbench.kernels_ffi import movement as mvk
-
-    rng = np.random.default_rng(5)
-    for dtype in DTYPES:
-        dt = dtypes.get(dtype)
-        for shape, perm in (((70, 45), (1, 0)), ((2, 37, 3, 41), (0, 2, 3, 1)), ((3, 40, 2, 33), (3, 1, 0, 2))):
-            x = rng.standard_normal(shape).astype(dt.numpy)
-            want = np.ascontiguousarray(x.transpose(perm))
-            for isa in lib.isa_supported:
-                lib.select_isa(isa)
-                y = np.empty(want.shape, dt.numpy)
-                mvk.transpose(lib, x, y, perm, 2).run()
-                assert same_bits(y, want), (dtype, shape, perm, isa)
-        lib.select_isa("auto")
-
-
 # ---- Gather's table: generated once, memory-mapped read-only, never copied -----------------------
 
 
-@pytest.fixture()
-def small_memmap_tables(tmp_path, monkeypatch):
-    monkeypatch.setenv("PERFBENCH_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(mv, "MEMMAP_MIN_BYTES", 1024)
-    return tmp_path
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_gather_table_is_generated_once_and_shared(small_memmap_tables, dtype):
-    op = ops_pkg.get("Gather")
-    case = op.make_case({"vocab": 300, "hidden": 20, "seq": 9})
-    dt = dtypes.get(dtype)
-    a = op.make_inputs(case, dt, np.random.default_rng(SEED))
-    files = list(small_memmap_tables.iterdir())
-    assert len(files) == 1 and files[0].stat().st_size == 300 * 20 * dt.itemsize
-    stamp = files[0].stat().st_mtime_ns, files[0].stat().st_ino
-    b = op.make_inputs(case, dt, np.random.default_rng(SEED))
-    assert (files[0].stat().st_mtime_ns, files[0].stat().st_ino) == stamp  # reused, not rewritten
-    assert list(small_memmap_tables.iterdir()) == files
-    assert isinstance(a["data"], np.memmap) and not a["data"].flags.writeable
-    assert same_bits(a["data"], b["data"]) and same_bits(a["indices"], b["indices"])
-    # the same bytes as the in-memory generator (small tables), and another seed differs
-    mem = mv.table((300, 20), dt, int(np.random.default_rng(SEED).integers(0, 2**63)))
-    assert not isinstance(mem, np.memmap) or mem.filename == a["data"].filename
-    other = op.make_inputs(case, dt, np.random.default_rng(SEED + 1))
-    assert not same_bits(other["data"], a["data"])
-    # the oracle upcasts only what it gathers: the table goes in as it is
-    assert op.oracle_inputs(case, a)["data"] is a["data"]
-    # nothing copies it: ORT's input binding, the ORT dtype conversion, a replicate's fresh buffers
-    assert ortlib.to_ort_dtype(a, dt)["data"] is a["data"]
-    assert protocol._fresh_copy(a["data"]) is a["data"]
-    assert protocol._fresh_copy(a["indices"]) is not a["indices"]
-    assert ortlib._ortvalue(a["data"]).data_ptr() == a["data"].ctypes.data
-    # and our kernel and ORT both read it in place and agree with the oracle
-    ran = ortlib.run_case(op, case, a, dt)
-    mine = op.private_inputs(case, a)
-    out = op.new_outputs(case, dt.numpy, mine)
-    op.prepare_ours(library(), case, mine, out, 2).run()
-    oracle = op.oracle(case, op.oracle_inputs(case, a))
-    assert same_bits(out["output"], oracle["output"].astype(dt.numpy))
-    assert same_bits(ran[2]["output"], out["output"])
-
-
-def test_gather_table_cap(monkeypatch):
-    monkeypatch.setattr(mv, "TABLE_CAP_BYTES", 1000)
-    op = ops_pkg.get("Gather")
-    case = op.make_case({"vocab": 100, "hidden": 8, "seq": 2})  # 3200 bytes in f32
-    with pytest.raises(UsageError, match="cap"):
-        op.make_inputs(case, dtypes.F32, np.random.default_rng(1))
-    node = NodeInfo("Gather", "", 13, {}, [(np.dtype(np.float32), (100, 8)), (np.dtype(np.int64), (2,))], ["y"], "f32")
-    with pytest.raises(NodeUnsupported, match="GiB"):
-        op.from_node(node)
-
-
-def test_no_cache_file_left_half_written(small_memmap_tables):
-    mv.table((64, 16), dtypes.F16, 7)
-    names = [p.name for p in small_memmap_tables.iterdir()]
-    assert len(names) == 1 and names[0].endswith(".bin") and not any(n.endswith(".tmp") for n in names)
-    assert os.access(small_memmap_tables / names[0], os.R_OK)
-
-
 # ---- from_node: real nodes onto cases --------------------------------------------------------------
-
-
-def _node(op_type, inputs, attrs=None, outputs=("y",), values=None, opset=18):
-    ins = [None if i is None else (np.dtype(i[0]), tuple(i[1])) for i in inputs]
-    floats = [d for d, _ in (i for i in ins if i) if d in (np.float32, np.float16) or d == dtypes.BF16.numpy]
-    name = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", dtypes.BF16.numpy: "bf16"}
-    return NodeInfo(op_type, "", opset, attrs or {}, ins, list(outputs), name[floats[0]] if floats else None,
-                    values or [])
-
-
-def _run_binding(op, binding, arrays: list, dt=dtypes.F32) -> np.ndarray:
-    """Our kernel on the node's own arrays, reshaped to what the case's graph declares."""
-    spec = op.graph(binding.case)
-    declared = {n: shape for n, _, shape in spec.inputs if n}
-    inputs = op.make_inputs(binding.case, dt, np.random.default_rng(0))
-    for name, idx in binding.inputs.items():
-        inputs[name] = np.ascontiguousarray(arrays[idx]).reshape(declared[name])
-    out = op.new_outputs(binding.case, dt.numpy, inputs)
-    op.prepare_ours(library(), binding.case, inputs, out, 1).run()
-    (name, (index, shape)), = binding.outputs.items()
-    assert index == 0
-    return out[name].reshape(shape)
-
-
-def test_from_node_transpose():
-    op = ops_pkg.get("Transpose")
-    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5, 1, 2, 3)).astype(np.float32)
-    for perm in (None, [6, 0, 5, 1, 4, 2, 3]):  # default perm: axes reversed; a rank-7 permutation
-        b = op.from_node(_node("Transpose", [(np.float32, x.shape)], {} if perm is None else {"perm": perm}))
-        want = np.transpose(x, perm)
-        assert b.outputs == {"y": (0, want.shape)}
-        assert same_bits(_run_binding(op, b, [x]), np.ascontiguousarray(want))
-    with pytest.raises(NodeUnsupported, match="int64"):
-        op.from_node(_node("Transpose", [(np.int64, (2, 3))]))
-    with pytest.raises(NodeUnsupported, match="rank 9"):
-        op.from_node(_node("Transpose", [(np.float32, (1,) * 9)]))
-    with pytest.raises(UsageError, match="not a permutation"):
-        op.from_node(_node("Transpose", [(np.float32, (2, 3))], {"perm": [0, 0]}))
-    with pytest.raises(UsageError, match="inputs"):
-        op.from_node(_node("Transpose", [(np.float32, (2, 3)), (np.float32, (2, 3))]))
-
-
-def test_from_node_gather_any_axis():
-    op = ops_pkg.get("Gather")
-    rng = np.random.default_rng(1)
-    data = rng.standard_normal((3, 11, 4, 5)).astype(np.float32)
-    for axis, itype in ((-2, np.int32), (1, np.int64), (0, np.int64), (3, np.int32)):
-        dim = data.shape[axis]
-        idx = rng.integers(-dim, dim, (2, 3)).astype(itype)
-        b = op.from_node(_node("Gather", [(np.float32, data.shape), (itype, idx.shape)], {"axis": axis}))
-        want = np.take(data, idx, axis=axis)
-        assert b.outputs["output"][1] == want.shape
-        assert b.case.p["index"] == np.dtype(itype).name
-        assert same_bits(_run_binding(op, b, [data, idx]), want)
-    with pytest.raises(UsageError, match="axis=4"):
-        op.from_node(_node("Gather", [(np.float32, data.shape), (np.int64, (2,))], {"axis": 4}))
-    with pytest.raises(NodeUnsupported, match="empty"):
-        op.from_node(_node("Gather", [(np.float32, data.shape), (np.int64, (0,))]))
-    with pytest.raises(NodeUnsupported, match="float32"):
-        op.from_node(_node("Gather", [(np.int64, (5, 2)), (np.int64, (3,))]))
-
-
-def test_from_node_concat_any_axis():
-    op = ops_pkg.get("Concat")
-    rng = np.random.default_rng(2)
-    a = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
-    for axis in (-1, 0, 2, -3):
-        shape_b = list(a.shape)
-        shape_b[axis] = 3
-        bb = rng.standard_normal(shape_b).astype(np.float32)
-        b = op.from_node(_node("Concat", [(np.float32, a.shape), (np.float32, bb.shape)], {"axis": axis}))
-        want = np.concatenate([a, bb], axis=axis)
-        assert b.outputs["present"][1] == want.shape
-        assert same_bits(_run_binding(op, b, [a, bb]), want)
-    with pytest.raises(NodeUnsupported, match="3 inputs"):
-        op.from_node(_node("Concat", [(np.float32, a.shape)] * 3, {"axis": 1}))
-    with pytest.raises(UsageError, match="differ off axis"):
-        op.from_node(_node("Concat", [(np.float32, (2, 3)), (np.float32, (3, 3))], {"axis": 1}))
-    with pytest.raises(UsageError, match="no axis"):
-        op.from_node(_node("Concat", [(np.float32, (2, 3)), (np.float32, (2, 3))]))
-
-
-def test_from_node_scatter_nd_reductions_and_depths():
-    op = ops_pkg.get("ScatterND")
-    rng = np.random.default_rng(3)
-    data = rng.standard_normal((4, 5, 6)).astype(np.float32)
-    for reduction, idx in (("none", np.array([[1, -1], [3, 0], [0, 2]])), ("mul", np.array([[2], [2], [-4]])),
-                           ("min", np.array([[0, 1, 2], [3, 4, 5]]))):
-        idx = idx.astype(np.int64)
-        upd = rng.standard_normal(idx.shape[:-1] + data.shape[idx.shape[-1]:]).astype(np.float32)
-        b = op.from_node(_node("ScatterND", [(np.float32, data.shape), (np.int64, idx.shape), (np.float32, upd.shape)],
-                               {"reduction": reduction}))
-        assert b.case.p["reduction"] == reduction and b.case.p["k"] == idx.shape[-1]
-        from perfbench.ops._movement import onnx_reference
-
-        attrs = {} if reduction == "none" else {"reduction": reduction}
-        want = onnx_reference("ScatterND", [data, idx, upd], 18, **attrs)[0].astype(np.float32)
-        got = _run_binding(op, b, [data, idx, upd])
-        if reduction == "none":
-            assert same_bits(got, want)
-        else:  # duplicates combine in f32, one rounding per update; the reference in float64
-            np.testing.assert_allclose(got, want, rtol=1e-6)
-            assert not np.array_equal(got, data)
-    with pytest.raises(NodeUnsupported, match="duplicates"):
-        op.from_node(_node("ScatterND", [(np.float32, (2, 3)), (np.int64, (3, 1)), (np.float32, (3, 3))]))
-    with pytest.raises(UsageError, match="updates must have shape"):
-        op.from_node(_node("ScatterND", [(np.float32, (2, 3)), (np.int64, (1, 1)), (np.float32, (1, 2))]))
-    with pytest.raises(UsageError, match="reduction"):
-        op.from_node(_node("ScatterND", [(np.float32, (2, 3)), (np.int64, (1, 1)), (np.float32, (1, 3))],
-                           {"reduction": "avg"}))
-
-
-def test_from_node_trilu_k_and_upper():
-    op = ops_pkg.get("Trilu")
-    x = np.random.default_rng(4).standard_normal((2, 3, 6, 7)).astype(np.float32)
-    for attrs, k in (({}, None), ({"upper": 0}, np.array(-2)), ({"upper": 1}, np.array(3)),
-                     ({"upper": 0}, np.array(2**62))):
-        inputs = [(np.float32, x.shape)] + ([] if k is None else [(np.int64, ())])
-        b = op.from_node(_node("Trilu", inputs, attrs, values=[None, k]))
-        kk = 0 if k is None else int(k)
-        want = np.triu(x, kk) if attrs.get("upper", 1) else np.tril(x, kk)
-        arrays = [x] + ([] if k is None else [np.asarray(k, np.int64)])
-        assert same_bits(_run_binding(op, b, arrays), want)
-    with pytest.raises(NodeUnsupported, match="not known"):
-        op.from_node(_node("Trilu", [(np.float32, x.shape), (np.int64, ())]))
-    with pytest.raises(UsageError, match="rank >= 2"):
-        op.from_node(_node("Trilu", [(np.float32, (5,))]))
-    # an absent optional k (empty name) is no k
-    b = op.from_node(_node("Trilu", [(np.float32, x.shape), None]))
-    assert b.case.p["k"] == 0 and b.inputs == {"x": 0}
 
 
 NT_SCRIPT = r"""

@@ -229,30 +229,6 @@ def test_from_node_rejects_invalid_attention_nodes():
         op.from_node(_att_node((1, 4, 6, 16), (1, 2, 6, 16), (1, 2, 6, 16), opset=22))
 
 
-def test_from_node_maps_rotary_embedding():
-    op = ops_pkg.get(ROT)
-    f32 = np.dtype(np.float32)
-    node = NodeInfo("RotaryEmbedding", "", 23, {"num_heads": 8, "rotary_embedding_dim": 32, "interleaved": 1},
-                    [(f32, (2, 5, 8 * 64)), (f32, (4096, 16)), (f32, (4096, 16)), (np.dtype(np.int64), (2, 5))],
-                    ["Y"], "f32")
-    b = op.from_node(node)
-    p = b.case.p
-    assert (p["layout"], p["heads"], p["head_size"], p["rotary_dim"], p["interleaved"]) == ("3d", 8, 64, 32, 1)
-    assert (p["positions"], p["max_pos"]) == (1, 4096)
-    assert b.inputs == {"X": 0, "cos_cache": 1, "sin_cache": 2, "position_ids": 3}
-    assert op.graph(b.case).inputs[1][2] == (4096, 16)
-    node = NodeInfo("RotaryEmbedding", "", 23, {}, [(f32, (1, 4, 5, 32)), (f32, (1, 5, 16)), (f32, (1, 5, 16))],
-                    ["Y"], "f32")
-    p = op.from_node(node).case.p
-    assert (p["layout"], p["positions"], p["rotary_dim"]) == ("4d", 0, 0)
-    with pytest.raises(UsageError):  # 3-D needs num_heads
-        op.from_node(NodeInfo("RotaryEmbedding", "", 23, {}, [(f32, (1, 5, 64)), (f32, (1, 5, 32)),
-                                                              (f32, (1, 5, 32))], ["Y"], "f32"))
-    with pytest.raises(UsageError):  # caches do not match rotary_embedding_dim
-        op.from_node(NodeInfo("RotaryEmbedding", "", 23, {"rotary_embedding_dim": 16},
-                              [(f32, (1, 4, 5, 32)), (f32, (1, 5, 16)), (f32, (1, 5, 16))], ["Y"], "f32"))
-
-
 def test_case_validation():
     op = ops_pkg.get(ATT)
     for bad in ({"heads": 4, "kv_heads": 3, "head_size": 8},
