@@ -30,6 +30,15 @@ def lib():
 
 
 @pytest.fixture()
+def auto_isa(lib):
+    """Kernels run on the automatically chosen ISA path, whatever another test left selected
+    (and leave it so). Modules use it with `pytestmark = pytest.mark.usefixtures("auto_isa")`."""
+    lib.select_isa("auto")
+    yield lib
+    lib.select_isa("auto")
+
+
+@pytest.fixture()
 def db_url(tmp_path):
     return f"sqlite:///{tmp_path / 'results.db'}"
 

@@ -140,6 +140,16 @@ class BinaryOp(Op):
 @register
 class Add(BinaryOp):
     name = "Add"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"a": "1031", "b": "1031"},
+        {"a": "7x1031", "b": "1031"},
+        {"a": "2x3x33x33", "b": "2x1x33x33"},
+        {"a": "33x1", "b": "1x37"},
+        {"a": "scalar", "b": "5x7"},
+        {"a": "3x5x7", "b": "5x1"},
+        {"a": "4x41x1031", "b": "41x1"},  # 2 threads really split it, a column broadcast inside
+    )
     kernel = "add"
     onnx_op = "Add"
     node_types = (("", "Add"),)

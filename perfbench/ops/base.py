@@ -169,6 +169,20 @@ class Op:
     floors = numerics.FLOORS
     floor_reason = ""
     mutants: tuple = ()
+    # mutant name -> the dtypes where it is a visible bug (a mutant wrong only below a dtype's
+    # rounding, e.g. the other Gelu form in f16); a mutant not listed applies in every dtype
+    mutant_dtypes: dict = {}
+    # The op contract's cases (tests/ops/test_contract.py runs every registered op on each of
+    # them, in every dtype, on every ISA path this CPU runs, with 1 and 2 threads): a small,
+    # explicit tuple of parameter dicts for make_case. Tiny shapes whose vector axis leaves tails
+    # at 4, 8 and 16 lanes (e.g. 1, 5, 9, 17, 33 elements past a multiple of 16), every optional
+    # input/output and attribute form the op has, and at least one shape past twice the kernel's
+    # per-thread grain so that 2 threads really split the work. Every mutant must apply to one of
+    # them. A registered op that declares none fails the contract test.
+    test_cases: tuple = ()
+    # int64 fields of the kernel's args struct where a negative value is meaningful, not a size
+    # (Trilu's diagonal k): the op contract's bad-argument probe (each int64 field = -1) skips them
+    kernel_signed_args: tuple = ()
 
     # ---- parameters ----
     def param(self, name: str) -> Param:
@@ -291,6 +305,16 @@ class Op:
 
     def floor(self, dtype: str) -> float:
         return self.floors[dtype]
+
+    def ort_cannot_run(self, case: Case, dtype: str) -> str:
+        """Why ORT cannot run this case in this dtype nor its substitute ("" where it can): the
+        op contract then expects ORT to fail, and the gate's tolerance is the floor (CONTRACTS §8)."""
+        return ""
+
+    def ort_departure(self, case: Case) -> str:
+        """Why ORT is known to depart from the specification on this case ("" where it does not):
+        the op contract then expects ORT's status to be `ort-discrepancy` (CONTRACTS §8)."""
+        return ""
 
     # ---- `perfbench node`: one node of a real model onto one of our cases ----
     # (domain, op_type) pairs this op can take, e.g. (("", "Softmax"),)

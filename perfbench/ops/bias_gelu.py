@@ -11,6 +11,12 @@ from perfbench.ops.gelu import _BIAS_MUTANTS, _COMMON_MUTANTS, COLS, ROWS, GeluF
 @register
 class BiasGelu(GeluFamily):
     name = "BiasGelu"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"rows": 3, "cols": 1031},
+        {"rows": 4, "cols": 9},
+        {"rows": 33, "cols": 1031},  # 2 threads really split it
+    )
     kernel = "gelu"
     inp, bias_name, out = "A", "B", "C"
     params = (ROWS, COLS)

@@ -47,6 +47,12 @@ def _m_zero_row(op, case, x):
 @register
 class Concat(Op):
     name = "Concat"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"batch": 2, "heads": 3, "past": 33, "new": 5, "head_size": 80},
+        {"heads": 2, "past": 7, "new": 1, "head_size": 9},
+        {"heads": 8, "head_size": 128, "past": 300, "new": 7},  # 2 threads really split it
+    )
     kernel = "concat"
     params = (
         Param("batch", int, 1, minimum=1, help="batch size B"),

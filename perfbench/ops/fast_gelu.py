@@ -11,6 +11,13 @@ from perfbench.ops.gelu import _BIAS_MUTANTS, _COMMON_MUTANTS, COLS, ROWS, GeluF
 @register
 class FastGelu(GeluFamily):
     name = "FastGelu"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"rows": 3, "cols": 1031, "bias": 1},
+        {"rows": 3, "cols": 1031, "bias": 0},
+        {"rows": 2, "cols": 13, "bias": 1},
+        {"rows": 33, "cols": 1031, "bias": 1},  # 2 threads really split it, the bias restarting inside a block
+    )
     kernel = "gelu"
     inp, bias_name, out = "X", "bias", "Y"
     params = (ROWS, COLS, Param("bias", int, 1, choices=(0, 1), help="1: the optional bias input (cols) is given"))

@@ -63,6 +63,13 @@ def _m_zero_last(op, case, x):
 @register
 class Gather(Op):
     name = "Gather"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"vocab": 1000, "hidden": 33, "seq": 7},
+        {"vocab": 50, "hidden": 17, "batch": 2, "seq": 5, "index": "int32", "outer": 3},
+        {"vocab": 10, "hidden": 8, "seq": 1},
+        {"vocab": 1000, "hidden": 1031, "seq": 300},  # 2 threads really split it (1.2 MB of f32 rows)
+    )
     kernel = "gather"
     params = (
         Param("vocab", int, None, minimum=1, help="rows of the table (the gathered axis)"),

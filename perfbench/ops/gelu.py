@@ -152,6 +152,13 @@ _BIAS_MUTANTS = (
 @register
 class Gelu(GeluFamily):
     name = "Gelu"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"rows": 3, "cols": 1031},
+        {"rows": 5, "cols": 1031, "approximate": "tanh"},
+        {"rows": 1, "cols": 7},
+        {"rows": 33, "cols": 1031},  # 2 threads really split it
+    )
     kernel = "gelu"
     params = (ROWS, COLS, Param("approximate", str, "none", choices=("none", "tanh"),
                                 help="none: the exact erf form; tanh: the tanh approximation"))

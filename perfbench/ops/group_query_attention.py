@@ -127,6 +127,31 @@ def _key_tail_applies(case):
 @register
 class GroupQueryAttention(Op):
     name = "GroupQueryAttention"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20},  # decode, batch 1
+        {"batch": 3, "heads": 4, "kv_heads": 2, "head_size": 32, "past": 80, "ragged": 1},
+        {"batch": 3, "heads": 4, "kv_heads": 2, "head_size": 32, "past": 80, "ragged": 1, "kv": "shared"},
+        {"batch": 3, "heads": 4, "kv_heads": 2, "head_size": 32, "seq": 12, "ragged": 1},  # ragged first prompts
+        {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 9, "seq": 5},  # chunked prefill
+        {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20, "rotary": 1},
+        {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20, "rotary": 1, "interleaved": 1, "kv": "shared"},
+        {"batch": 2, "heads": 4, "kv_heads": 1, "head_size": 32, "seq": 9, "ragged": 1, "rotary": 1},
+        {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 6, "seq": 4, "rotary": 1, "interleaved": 1},
+        {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 8192},  # 2 threads: decode splits its keys
+        {"heads": 4, "kv_heads": 2, "head_size": 32, "seq": 64},  # 2 threads: prefill splits its queries
+        {"heads": 8, "kv_heads": 1, "head_size": 32, "past": 8200},  # 8 query heads per KV head, key splits
+        {"batch": 3, "heads": 4, "kv_heads": 1, "head_size": 32, "past": 4200, "ragged": 1},  # key splits over ragged rows
+        {"batch": 3, "heads": 4, "kv_heads": 1, "head_size": 32, "past": 4200, "ragged": 1, "kv": "shared"},
+        {"heads": 4, "kv_heads": 2, "head_size": 40, "past": 50},  # a vector tail at 16 lanes
+        {"heads": 4, "kv_heads": 2, "head_size": 24, "seq": 20},  # a tail at 16 lanes in prefill
+        {"heads": 4, "kv_heads": 2, "head_size": 40, "seq": 20},  # odd vector count at 8 and 16 lanes
+        {"heads": 8, "kv_heads": 2, "head_size": 80, "past": 4097, "rotary": 1},
+        {"heads": 8, "kv_heads": 2, "head_size": 80, "seq": 33, "rotary": 1, "interleaved": 1},
+        {"batch": 3, "heads": 4, "kv_heads": 2, "head_size": 64, "past": 300, "ragged": 1, "kv": "shared"},
+        {"heads": 4, "kv_heads": 2, "head_size": 64, "past": 9, "seq": 5},
+        {"batch": 2, "heads": 4, "kv_heads": 1, "head_size": 32, "seq": 20, "ragged": 1, "rotary": 1},
+    )
     kernel = "group_query_attention"
     params = (
         Param("batch", int, 1, minimum=1, help="batch size"),

@@ -11,6 +11,14 @@ from perfbench.ops.base import Mutant, register
 @register
 class LayerNormalization(_norms.NormOp):
     name = "LayerNormalization"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"rows": 3, "hidden": 903, "stats": 1},
+        {"rows": 5, "hidden": 37, "beta": 0},
+        {"rows": 2, "hidden": 4136, "stats": 1},
+        {"rows": 1, "hidden": 896},
+        {"rows": 17, "hidden": 4136},  # 2 threads really split it
+    )
     op_type = "LayerNormalization"
     domain = ""
     opset = 17

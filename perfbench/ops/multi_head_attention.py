@@ -90,6 +90,17 @@ def _m_past(op, case, x):
 @register
 class MultiHeadAttention(Op):
     name = "MultiHeadAttention"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"heads": 3, "head_size": 40, "past": 37},
+        {"batch": 2, "heads": 2, "head_size": 24, "seq": 17, "mask": 1},
+        {"heads": 2, "head_size": 32, "past": 30, "mask": 1},
+        {"heads": 2, "head_size": 64, "past": 4200},  # 2 threads: key splits
+        {"heads": 2, "head_size": 64, "seq": 70},  # 2 threads: prefill
+        {"heads": 3, "head_size": 80, "past": 4097},
+        {"batch": 2, "heads": 2, "head_size": 96, "seq": 33, "mask": 1},
+        {"heads": 4, "head_size": 64, "past": 130, "mask": 1},
+    )
     kernel = "multi_head_attention"
     params = (
         Param("batch", int, 1, minimum=1, help="batch size"),

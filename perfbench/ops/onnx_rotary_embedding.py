@@ -133,6 +133,16 @@ def _m_zero_row(op, case, x):
 @register
 class OnnxRotaryEmbedding(Op):
     name = "OnnxRotaryEmbedding"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"batch": 2, "seq": 33, "heads": 3, "head_size": 80},
+        {"batch": 2, "seq": 5, "heads": 2, "head_size": 80, "layout": "4d", "interleaved": 1},
+        {"batch": 2, "seq": 7, "heads": 3, "head_size": 36, "rotary_dim": 20},
+        {"batch": 3, "seq": 7, "heads": 3, "head_size": 36, "rotary_dim": 12, "layout": "4d", "interleaved": 1, "positions": 0},
+        {"batch": 2, "seq": 9, "heads": 2, "head_size": 22, "rotary_dim": 10, "positions": 0},
+        {"seq": 1, "heads": 3, "head_size": 64, "rotary_dim": 32, "max_pos": 50},
+        {"seq": 128, "heads": 32, "head_size": 128},  # 2 threads really split it
+    )
     kernel = "onnx_rotary_embedding"
     params = (
         Param("batch", int, 1, minimum=1, help="batch size"),

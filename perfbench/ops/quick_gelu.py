@@ -49,6 +49,13 @@ class QuickGelu(SigmoidFamily):
         Mutant("x * sigmoid(alpha x) without the x", _m_no_product),
     )
     node_types = (("com.microsoft", "QuickGelu"),)
+    test_cases = (
+        {"rows": 3, "cols": 1031},
+        {"rows": 1, "cols": 1020, "alpha": "1.0"},
+        {"rows": 1, "cols": 7},
+        {"rows": 2, "cols": 17, "alpha": "-0.5"},
+        {"rows": 257, "cols": 1031, "alpha": "1.0"},  # 2 threads
+    )
 
     def validate(self, case: Case, where: str) -> None:
         el.parse_float32(case.p["alpha"], where, "alpha")

@@ -101,6 +101,17 @@ _SMALL_R = 40
 @register
 class ReduceMean(Op):
     name = "ReduceMean"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"shape": "7x1031", "axes": "last"},
+        {"shape": "9x33", "axes": "last", "keepdims": 0},
+        {"shape": "3x100x70", "axes": "1-1"},
+        {"shape": "5x7x33", "axes": "1-2", "keepdims": 0},
+        {"shape": "1031", "axes": "all"},
+        {"shape": "300007", "axes": "all"},  # one row split across 2 threads
+        {"shape": "300x1031", "axes": "last"},  # rows across 2 threads
+        {"shape": "4194311", "axes": "all"},  # the long sum
+    )
     kernel = "reduce_mean"
     # bf16 only: ORT runs f16 through Casts around its f32 kernel, which is what f16 cells meet
     ort_substitute = {"bf16": "f32"}

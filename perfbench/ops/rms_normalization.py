@@ -11,6 +11,13 @@ from perfbench.ops.base import Mutant, register
 @register
 class RMSNormalization(_norms.NormOp):
     name = "RMSNormalization"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"rows": 3, "hidden": 903},
+        {"rows": 5, "hidden": 37, "eps": "1e-06"},
+        {"rows": 2, "hidden": 4136},
+        {"rows": 17, "hidden": 4136},  # 2 threads really split it
+    )
     op_type = "RMSNormalization"
     domain = ""
     opset = 23

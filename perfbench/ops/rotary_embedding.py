@@ -94,6 +94,15 @@ def _m_zero_row(op, case, x):
 @register
 class RotaryEmbedding(Op):
     name = "RotaryEmbedding"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"batch": 2, "seq": 33, "heads": 3, "head_size": 80},
+        {"batch": 2, "seq": 5, "heads": 2, "head_size": 80, "layout": "bnsh", "interleaved": 1},
+        {"batch": 2, "seq": 7, "heads": 3, "head_size": 36},
+        {"batch": 2, "seq": 7, "heads": 3, "head_size": 36, "layout": "bnsh", "interleaved": 1},
+        {"batch": 2, "seq": 5, "heads": 2, "head_size": 8},
+        {"seq": 128, "heads": 32, "head_size": 128, "layout": "bsnh", "interleaved": 0},  # 2 threads really split it
+    )
     kernel = "rotary_embedding"
     params = (
         Param("batch", int, 1, minimum=1, help="batch size"),

@@ -119,6 +119,12 @@ class Sigmoid(SigmoidFamily):
                lambda op, case, x: {op.out: 0.5 * (1.0 + np.tanh(x[op.inp]))}),
     )
     node_types = (("", "Sigmoid"),)
+    test_cases = (
+        {"rows": 3, "cols": 1031},
+        {"rows": 1, "cols": 1020},
+        {"rows": 1, "cols": 13},
+        {"rows": 257, "cols": 1031},  # 2 threads (>= 2 x the 131072-element grain)
+    )
 
     def graph(self, case: Case) -> GraphSpec:
         shape = self._shape(case)

@@ -12,6 +12,13 @@ from perfbench.ops.base import Mutant, register
 @register
 class SimplifiedLayerNormalization(_norms.NormOp):
     name = "SimplifiedLayerNormalization"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"rows": 3, "hidden": 903, "stats": 1},
+        {"rows": 5, "hidden": 37},
+        {"rows": 2, "hidden": 4136, "stats": 1},
+        {"rows": 17, "hidden": 4136},  # 2 threads really split it
+    )
     op_type = "SimplifiedLayerNormalization"
     domain = ""
     opset = 1

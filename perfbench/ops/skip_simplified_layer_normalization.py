@@ -12,6 +12,14 @@ from perfbench.ops.base import Mutant, register
 @register
 class SkipSimplifiedLayerNormalization(_norms.NormOp):
     name = "SkipSimplifiedLayerNormalization"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"rows": 3, "hidden": 903, "stats": 1, "sum": 1},
+        {"rows": 6, "hidden": 37, "skip_rows": 3, "sum": 1},
+        {"rows": 4, "hidden": 4136, "skip_rows": 2, "bias": 1, "stats": 1, "sum": 1},
+        {"rows": 1, "hidden": 896, "sum": 1},
+        {"rows": 17, "hidden": 4136},  # 2 threads really split it
+    )
     op_type = "SkipSimplifiedLayerNormalization"
     domain = "com.microsoft"
     opset = 1

@@ -65,6 +65,15 @@ def _m_zero_row(op, case, x):
 @register
 class Softmax(Op):
     name = "Softmax"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"heads": 3, "queries": 1, "keys": 4097},
+        {"heads": 3, "queries": 1, "keys": 4105},
+        {"batch": 2, "heads": 2, "queries": 3, "keys": 33},
+        {"heads": 2, "queries": 3, "keys": 21},
+        {"heads": 32, "queries": 1, "keys": 1024},
+        {"heads": 8, "queries": 2, "keys": 4105},  # 2 threads really split it
+    )
     kernel = "softmax"
     params = (
         Param("batch", int, 1, minimum=1, help="batch size"),

@@ -64,6 +64,15 @@ def _m_zero_row(op, case, x):
 @register
 class Transpose(Op):
     name = "Transpose"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    test_cases = (
+        {"shape": "3x33x5x80", "perm": "0231"},
+        {"shape": "2x7x3x9", "perm": "0213"},
+        {"shape": "33x65", "perm": "10"},
+        {"shape": "2x3x1x5x7x3", "perm": "504132"},
+        {"shape": "4x1x6x5", "perm": "3120"},
+        {"shape": "2x96x16x128", "perm": "0213"},  # 2 threads really split it (1.5 MB f32: contiguous runs split)
+    )
     kernel = "transpose"
     params = (
         Param("shape", str, None, help="input shape, dimensions joined by 'x' (e.g. 1x128x32x128 = B x S x N x H)"),

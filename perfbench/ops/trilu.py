@@ -56,6 +56,14 @@ def _differs(k_delta=0, flip=False):
 @register
 class Trilu(Op):
     name = "Trilu"
+    # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
+    kernel_signed_args = ("k",)  # the diagonal offset: any sign
+    test_cases = (
+        {"batch": 3, "rows": 33, "cols": 65, "upper": 0, "k": -2},
+        {"rows": 17, "cols": 9, "upper": 1, "k": 5},
+        {"batch": 2, "rows": 8, "cols": 8, "upper": 1, "k": 1},
+        {"rows": 700, "cols": 650, "upper": 0, "k": -3},  # 2 threads really split it
+    )
     kernel = "trilu"
     params = (
         Param("batch", int, 1, minimum=1, help="matrices"),

@@ -18,10 +18,7 @@ SENTINEL = 7.0
 GQA, MHA = "group_query_attention", "multi_head_attention"
 
 
-@pytest.fixture(autouse=True)
-def _auto_isa(lib):
-    lib.select_isa("auto")
-    yield
+pytestmark = pytest.mark.usefixtures("auto_isa")
 
 
 def _f32(rng, *shape):

@@ -10,15 +10,13 @@ import pytest
 
 from perfbench.errors import NativeError, UsageError
 from perfbench.kernels_ffi import wrappers
+from tests.helpers import readonly
 
 INVALID = 1  # PB_ERR_INVALID_ARGUMENT
 UNSUPPORTED = 2  # PB_ERR_UNSUPPORTED
 
 
-@pytest.fixture(autouse=True)
-def _auto_isa(lib):
-    lib.select_isa("auto")
-    yield
+pytestmark = pytest.mark.usefixtures("auto_isa")
 
 
 # ---- Python wrappers --------------------------------------------------------------------------
@@ -29,10 +27,6 @@ def _sm(shape=(4, 8), dtype=np.float32):
     return x, np.zeros_like(x)
 
 
-def _readonly(a):
-    a = a.copy()
-    a.flags.writeable = False
-    return a
 
 
 SOFTMAX_BAD = {
@@ -43,7 +37,7 @@ SOFTMAX_BAD = {
     "x-not-contiguous": lambda: (np.ones((4, 16), np.float32)[:, ::2], np.zeros((4, 8), np.float32), 1),
     "y-not-contiguous": lambda: (_sm()[0], np.zeros((4, 16), np.float32)[:, ::2], 1),
     "x-fortran-order": lambda: (np.asfortranarray(np.ones((4, 8), np.float32)), np.zeros((4, 8), np.float32), 1),
-    "y-read-only": lambda: (_sm()[0], _readonly(_sm()[1]), 1),
+    "y-read-only": lambda: (_sm()[0], readonly(_sm()[1]), 1),
     "x-not-an-array": lambda: ([[1.0, 2.0]], np.zeros((1, 2), np.float32), 1),
     "threads-0": lambda: (*_sm(), 0),
     "threads-1000": lambda: (*_sm(), 1000),
@@ -92,7 +86,7 @@ ROTARY_BAD = {
     "input-not-contiguous": _rot_with(x=lambda a: np.ones((2, 6, 16), np.float32)[:, ::2]),
     "position-ids-not-contiguous": _rot_with(position_ids=lambda a: np.ones((2, 6), np.int64)[:, ::2]),
     "cos-not-contiguous": _rot_with(cos_cache=lambda a: np.ones((16, 8), np.float32)[:, ::2]),
-    "output-read-only": _rot_with(out=lambda a: _readonly(a["out"])),
+    "output-read-only": _rot_with(out=lambda a: readonly(a["out"])),
     "threads-0": _rot_with(threads=0),
     "threads-1000": _rot_with(threads=1000),
     "position-id-equal-to-max-pos": _rot_with(position_ids=lambda a: np.where(a["position_ids"] == 7, 16, a["position_ids"])),
@@ -135,7 +129,7 @@ CAST_BAD = {
     "src-float64": lambda: (np.ones(8), np.zeros(8, np.float16)),
     "size-differs": lambda: (np.ones(8, np.float32), np.zeros(7, np.float16)),
     "neither-side-f32": lambda: (np.ones(8, np.float16), np.zeros(8, ml_dtypes.bfloat16)),
-    "dst-read-only": lambda: (np.ones(8, np.float32), _readonly(np.zeros(8, np.float16))),
+    "dst-read-only": lambda: (np.ones(8, np.float32), readonly(np.zeros(8, np.float16))),
     "src-not-contiguous": lambda: (np.ones(16, np.float32)[::2], np.zeros(8, np.float16)),
 }
 

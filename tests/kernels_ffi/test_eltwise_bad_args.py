@@ -11,26 +11,20 @@ import pytest
 
 from perfbench.errors import NativeError, UsageError
 from perfbench.kernels_ffi import eltwise
+from tests.helpers import readonly
 
 INVALID = 1  # PB_ERR_INVALID_ARGUMENT
 UNSUPPORTED = 2  # PB_ERR_UNSUPPORTED
 SENTINEL = 7.0
 
 
-@pytest.fixture(autouse=True)
-def _auto_isa(lib):
-    lib.select_isa("auto")
-    yield
+pytestmark = pytest.mark.usefixtures("auto_isa")
 
 
 def _rng():
     return np.random.default_rng(0)
 
 
-def _readonly(a):
-    a = a.copy()
-    a.flags.writeable = False
-    return a
 
 
 def _f32(*shape):
@@ -48,7 +42,7 @@ BINARY_BAD = {
     "y-transposed": lambda: (_f32(4, 8), _f32(8), np.zeros((8, 4), np.float32)),
     "y-not-contiguous": lambda: (_f32(4, 8), _f32(8), np.zeros((4, 16), np.float32)[:, ::2]),
     "a-not-contiguous": lambda: (_f32(4, 16)[:, ::2], _f32(8), np.zeros((4, 8), np.float32)),
-    "y-read-only": lambda: (_f32(4, 8), _f32(8), _readonly(np.zeros((4, 8), np.float32))),
+    "y-read-only": lambda: (_f32(4, 8), _f32(8), readonly(np.zeros((4, 8), np.float32))),
     "rank-9": lambda: (_f32(*(1,) * 8, 2), _f32(2), np.zeros((1,) * 8 + (2,), np.float32)),
     "a-not-an-array": lambda: ([[1.0] * 8] * 4, _f32(8), np.zeros((4, 8), np.float32)),
 }
@@ -87,7 +81,7 @@ GELU_BAD = {
     "bias-not-contiguous": lambda: dict(bias=_f32(16)[::2]),
     "y-shape-differs": lambda: dict(y=np.zeros((8, 4), np.float32)),
     "y-dtype-differs": lambda: dict(y=np.zeros((4, 8), np.float16)),
-    "y-read-only": lambda: dict(y=_readonly(np.zeros((4, 8), np.float32))),
+    "y-read-only": lambda: dict(y=readonly(np.zeros((4, 8), np.float32))),
     "x-float64": lambda: dict(x=np.ones((4, 8)), y=np.zeros((4, 8))),
     "threads-0": lambda: dict(threads=0),
 }
@@ -120,7 +114,7 @@ SIGMOID_BAD = {
     "alpha-bool": lambda: dict(alpha=True),
     "y-shape-differs": lambda: dict(y=np.zeros((8, 4), np.float32)),
     "y-dtype-differs": lambda: dict(y=np.zeros((4, 8), ml_dtypes.bfloat16)),
-    "y-read-only": lambda: dict(y=_readonly(np.zeros((4, 8), np.float32))),
+    "y-read-only": lambda: dict(y=readonly(np.zeros((4, 8), np.float32))),
     "y-not-contiguous": lambda: dict(y=np.zeros((4, 16), np.float32)[:, ::2]),
     "x-float64": lambda: dict(x=np.ones((4, 8)), y=np.zeros((4, 8))),
     "x-not-an-array": lambda: dict(x=[[1.0] * 8] * 4),
@@ -157,7 +151,7 @@ REDUCE_BAD = {
     "y-wrong-shape": lambda: dict(y=np.zeros((4, 2), np.float32)),
     "y-dtype-differs": lambda: dict(y=np.zeros((4, 1), np.float16)),
     "x-float64": lambda: dict(x=np.ones((4, 8))),
-    "y-read-only": lambda: dict(y=_readonly(np.zeros((4, 1), np.float32))),
+    "y-read-only": lambda: dict(y=readonly(np.zeros((4, 1), np.float32))),
     "threads-1000": lambda: dict(threads=1000),
 }
 

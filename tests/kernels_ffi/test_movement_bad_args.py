@@ -11,25 +11,19 @@ import pytest
 
 from perfbench.errors import NativeError, UsageError
 from perfbench.kernels_ffi import movement as mvk
+from tests.helpers import readonly
 
 INVALID = 1  # PB_ERR_INVALID_ARGUMENT
 UNSUPPORTED = 2  # PB_ERR_UNSUPPORTED
 
 
-@pytest.fixture(autouse=True)
-def _auto_isa(lib):
-    lib.select_isa("auto")
-    yield
+pytestmark = pytest.mark.usefixtures("auto_isa")
 
 
 def _f(shape, dtype=np.float32, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
-def _readonly(a):
-    a = a.copy()
-    a.flags.writeable = False
-    return a
 
 
 # ---- Python wrappers ---------------------------------------------------------------------------
@@ -43,7 +37,7 @@ WRAPPER_BAD = {
     "transpose-perm-length": (mvk.transpose, lambda: dict(x=_f((2, 3)), y=np.ones((3, 2), np.float32), perm=[1, 0, 2])),
     "transpose-rank-9": (mvk.transpose, lambda: dict(x=_f((1,) * 9), y=_f((1,) * 9), perm=list(range(9)))),
     "transpose-in-place": (mvk.transpose, lambda: (lambda x: dict(x=x, y=x, perm=[0, 1]))(_f((3, 3)))),
-    "transpose-y-read-only": (mvk.transpose, lambda: dict(x=_f((2, 3)), y=_readonly(_f((3, 2))), perm=[1, 0])),
+    "transpose-y-read-only": (mvk.transpose, lambda: dict(x=_f((2, 3)), y=readonly(_f((3, 2))), perm=[1, 0])),
     "transpose-x-strided": (mvk.transpose, lambda: dict(x=_f((2, 6))[:, ::2], y=_f((3, 2)), perm=[1, 0])),
     "transpose-threads-0": (mvk.transpose, lambda: dict(x=_f((2, 3)), y=_f((3, 2)), perm=[1, 0], threads=0)),
     "gather-index-too-large": (mvk.gather, lambda: dict(data=_f((10, 4)), indices=np.array([0, 10]), output=_f((2, 4)))),

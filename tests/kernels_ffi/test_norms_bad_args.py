@@ -11,16 +11,14 @@ import pytest
 
 from perfbench.errors import NativeError, UsageError
 from perfbench.kernels_ffi.norms import layer_norm
+from tests.helpers import readonly
 
 INVALID = 1  # PB_ERR_INVALID_ARGUMENT
 UNSUPPORTED = 2  # PB_ERR_UNSUPPORTED
 ROWS, H = 4, 24
 
 
-@pytest.fixture(autouse=True)
-def _auto_isa(lib):
-    lib.select_isa("auto")
-    yield
+pytestmark = pytest.mark.usefixtures("auto_isa")
 
 
 # ---- Python wrapper ---------------------------------------------------------------------------
@@ -37,10 +35,6 @@ def _args(dtype=np.float32, **changes):
     return a
 
 
-def _readonly(a):
-    a = a.copy()
-    a.flags.writeable = False
-    return a
 
 
 WRAPPER_BAD = {
@@ -49,7 +43,7 @@ WRAPPER_BAD = {
     "x-not-contiguous": (dict(x=lambda a: np.repeat(a["x"], 2, axis=1)[:, ::2]), "C-contiguous"),
     "y-dtype": (dict(y=lambda a: a["y"].astype(np.float16)), "y must match x"),
     "y-shape": (dict(y=np.zeros((ROWS, H + 1), np.float32)), "y must match x"),
-    "y-read-only": (dict(y=lambda a: _readonly(a["y"])), "writeable"),
+    "y-read-only": (dict(y=lambda a: readonly(a["y"])), "writeable"),
     "scale-shape": (dict(scale=np.ones(H + 1, np.float32)), "scale must be"),
     "scale-dtype": (dict(scale=np.ones(H, np.float16)), "scale must be"),
     "beta-2d": (dict(beta=np.zeros((1, H), np.float32)), "beta must be"),

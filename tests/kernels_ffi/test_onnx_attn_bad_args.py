@@ -16,10 +16,7 @@ UNSUPPORTED = 2
 SENTINEL = 7.0
 
 
-@pytest.fixture(autouse=True)
-def _auto_isa(lib):
-    lib.select_isa("auto")
-    yield
+pytestmark = pytest.mark.usefixtures("auto_isa")
 
 
 def _f32(rng, *shape):

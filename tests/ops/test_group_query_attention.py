@@ -1,20 +1,19 @@
-"""GroupQueryAttention and MultiHeadAttention end to end (small shapes, correctness only):
+"""GroupQueryAttention beyond the op contract (tests/ops/test_contract.py runs the gate on every
+test case -- these labels among them --, dtype, ISA path and 1/2 threads, and the mutants, bad
+arguments through C and K ORT copies):
 
 * shared KV buffer mode really shares: our kernel and ORT (bound through perfbench.ops.ort.Bound
   with the op's aliased outputs) write the new key/value rows into the past input array itself
-  and leave every other row alone;
+  and leave every other row alone; cells allocate outputs as the Harness does;
 * copy mode: present holds the copied past rows, the new rows, and zeros after each batch row's
-  tokens (ragged batches);
-* ORT agrees with the float64 oracle and our kernel passes the gate on decode, ragged decode,
-  ragged first prompts, chunked prefill and rotary (interleaved or not), with 1 and 2 threads,
-  on every ISA path this CPU supports;
+  tokens (ragged batches); decode key splits with empty chunks;
 * attribute values C does not implement are declined with status 2 (unsupported);
 * the Harness's numerics-only pass reports the statuses and ORT paths the suite relies on;
-* the Python wrappers reject bad arguments with UsageError before C is called."""
+* the Python wrapper rejects bad arguments with UsageError before C is called;
+* out of scratch memory is status 3 (GQA and MultiHeadAttention: one driver)."""
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 import sys
@@ -25,21 +24,22 @@ import pytest
 from perfbench import dtypes, numerics
 from perfbench import ops as ops_pkg
 from perfbench.errors import NativeError, UsageError
-from perfbench.kernels_ffi import load, wrappers
+from perfbench.kernels_ffi import wrappers
 from perfbench.ops import ort as ortlib
 from perfbench.ops.base import to_f64
 from perfbench.ops.group_query_attention import lengths
 from perfbench.timing.protocol import CellSpec, Harness
-from tests.conftest import ROOT, isas_to_test
+from tests.conftest import ROOT
+from tests.helpers import Cell, cell, same_bits
 
-GQA, MHA = "GroupQueryAttention", "MultiHeadAttention"
+GQA = "GroupQueryAttention"
+pytestmark = pytest.mark.usefixtures("auto_isa")
+
 SEED = 20261207
 DTYPES = ("f32", "f16", "bf16")
 UNSUPPORTED = 2  # PB_ERR_UNSUPPORTED
 SENTINEL = 7.0  # what output buffers hold before a call: rows a kernel must write never keep it
 
-# which ISA paths to test is a property of this machine: ask the library at collection
-SUPPORTED = isas_to_test(load())
 
 GQA_CASES = {
     "decode-B1": {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20},
@@ -70,69 +70,16 @@ GQA_CASES = {
     "head-tail-prefill": {"heads": 4, "kv_heads": 2, "head_size": 24, "seq": 20},
     "head-tail-prefill-40": {"heads": 4, "kv_heads": 2, "head_size": 40, "seq": 20},  # odd vector count at 8 and 16 lanes
 }
-MHA_CASES = {
-    "decode-past": {"heads": 3, "head_size": 40, "past": 37},
-    "prefill-mask": {"batch": 2, "heads": 2, "head_size": 24, "seq": 17, "mask": 1},
-    "decode-past-mask": {"heads": 2, "head_size": 32, "past": 30, "mask": 1},
-    "decode-key-splits": {"heads": 2, "head_size": 64, "past": 4200},
-    "prefill-two-threads": {"heads": 2, "head_size": 64, "seq": 70},
-}
-CASES = {GQA: GQA_CASES, MHA: MHA_CASES}
+CASES = {GQA: GQA_CASES}
 
 
-@pytest.fixture(autouse=True)
-def _auto_isa(lib):
-    lib.select_isa("auto")
-    yield
-    lib.select_isa("auto")
+def _cell(op_name: str, label: str, dtype: str) -> Cell:
+    """A cached Cell of the labelled case (these are among the ops' test_cases): outputs of both
+    sides pre-filled with SENTINEL; rows a kernel must write never keep it."""
+    return cell(op_name, CASES[op_name][label], dtype, seed=SEED, fill=SENTINEL)
 
 
 # ---- one cell: inputs, oracle, ORT (cached), ours ---------------------------------------------
-
-
-class Cell:
-    def __init__(self, op_name: str, label: str, dtype: str):
-        self.op = ops_pkg.get(op_name)
-        self.case = self.op.make_case(CASES[op_name][label])
-        self.dt = dtypes.get(dtype)
-        self.inputs = self.op.make_inputs(self.case, self.dt, np.random.default_rng(SEED))
-        self.oracle = self.op.oracle(self.case, to_f64(self.inputs))
-        self.rows = self.op.row_sizes(self.case)
-        self.floor = self.op.floor(dtype)
-        self.ort_dt, self.ort_in, self.ort_out = run_ort(self.op, self.case, self.inputs, self.dt)
-
-    def ours(self, lib, threads: int = 1) -> tuple[dict, dict]:
-        return run_ours(lib, self.op, self.case, self.inputs, self.dt, threads)
-
-    def gate(self, outputs: dict) -> numerics.GateResult:
-        return numerics.gate(outputs, self.ort_out, self.oracle, self.rows, self.floor)
-
-
-@functools.cache
-def _cell(op_name: str, label: str, dtype: str) -> Cell:
-    return Cell(op_name, label, dtype)
-
-
-def run_ours(lib, op, case, inputs: dict, dt, threads: int = 1) -> tuple[dict, dict]:
-    """As the Harness does: our own copy of aliased inputs; present IS that copy in shared mode."""
-    mine = op.private_inputs(case, inputs)
-    out = op.new_outputs(case, dt.numpy, mine)
-    for a in out.values():
-        if not any(a is v for v in mine.values()):
-            a[...] = SENTINEL
-    op.prepare_ours(lib, case, mine, out, threads).run()
-    return mine, out
-
-
-def run_ort(op, case, inputs: dict, dt) -> tuple:
-    """ORT in the cell's dtype (else the op's substitute), bound as the Harness binds it."""
-    return ortlib.run_case(op, case, inputs, dt, fill=SENTINEL)
-
-
-def _same_bits(a, b) -> bool:
-    """Bit-identical arrays (a plain bool: pytest never diffs the megabytes behind it)."""
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
 def _f64(a) -> np.ndarray:
@@ -153,11 +100,11 @@ def _check_shared_buffer(side: str, buf: np.ndarray, before: np.ndarray, oracle:
     h = case.p["head_size"]
     assert buf.shape == before.shape == oracle.shape
     for b, (pb, tot) in enumerate(zip(past_b.tolist(), total_b.tolist())):
-        assert _same_bits(buf[b, :, :pb], before[b, :, :pb]), f"{side}: batch row {b} past rows changed"
-        assert _same_bits(buf[b, :, tot:], before[b, :, tot:]), \
+        assert same_bits(buf[b, :, :pb], before[b, :, :pb]), f"{side}: batch row {b} past rows changed"
+        assert same_bits(buf[b, :, tot:], before[b, :, tot:]), \
             f"{side}: batch row {b} rows after its {tot} tokens were written"
         new = buf[b, :, pb:tot]
-        assert not _same_bits(new, before[b, :, pb:tot]), f"{side}: batch row {b} new rows were not written"
+        assert not same_bits(new, before[b, :, pb:tot]), f"{side}: batch row {b} new rows were not written"
         err = _rows_error(new, oracle[b, :, pb:tot], h)
         assert err <= tol, f"{side}: batch row {b} new rows err={err:.3g} > {tol:g}"
 
@@ -183,7 +130,7 @@ def test_shared_kv_mode_writes_into_the_past_input_itself(lib, label, dtype):
     for name in ("key", "value"):
         _check_shared_buffer(f"ours past_{name}", mine[f"past_{name}"], before[f"past_{name}"],
                              oracle[f"present_{name}"], case, tol)
-    assert not _same_bits(inputs["past_key"], mine["past_key"])  # ours wrote its own copy, not the inputs
+    assert not same_bits(inputs["past_key"], mine["past_key"])  # ours wrote its own copy, not the inputs
 
     # ORT through Bound, its present outputs bound onto its own past input arrays
     graph = op.graph(case)
@@ -218,7 +165,7 @@ def test_copy_mode_present_rows(lib, label, dtype, threads):
     case, h, seq = cell.case, cell.case.p["head_size"], cell.case.p["seq"]
     assert cell.op.aliases(case) == {}
     past_b, _, _ = lengths(case)
-    _, ours = cell.ours(lib, threads)
+    _, ours = cell.ours_with_inputs(lib, threads)
     zeroed = 0
     for side, out, src in (("ours", ours, cell.inputs), ("ORT", cell.ort_out, cell.ort_in)):
         tol = 10 * cell.floor if side == "ours" or cell.ort_dt == cell.dt else 10 * numerics.FLOORS["f32"]
@@ -227,7 +174,7 @@ def test_copy_mode_present_rows(lib, label, dtype, threads):
             assert not any(pres is a for a in src.values())
             for b, pb in enumerate(past_b.tolist()):
                 if pb:
-                    assert _same_bits(pres[b, :, :pb], src[f"past_{name}"][b, :, :pb]), \
+                    assert same_bits(pres[b, :, :pb], src[f"past_{name}"][b, :, :pb]), \
                         f"{side} present_{name}[{b}]: past rows not copied exactly"
                 end = pb + seq
                 err = _rows_error(pres[b, :, pb:end], cell.oracle[f"present_{name}"][b, :, pb:end], h)
@@ -239,50 +186,6 @@ def test_copy_mode_present_rows(lib, label, dtype, threads):
 
 
 # ---- ORT agrees with the oracle; ours passes the gate --------------------------------------------
-
-
-def _gate_params():
-    return [
-        pytest.param(op, label, dt, id=f"{op}-{label}-{dt}")
-        for op in (GQA, MHA) for label in CASES[op] for dt in DTYPES
-    ]
-
-
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("isa", SUPPORTED)
-@pytest.mark.parametrize("op_name, label, dtype", _gate_params())
-def test_ort_agrees_and_ours_passes(lib, op_name, label, dtype, isa, threads):
-    cell = _cell(op_name, label, dtype)
-    assert cell.ort_dt.name == {"f32": "f32", "f16": "f16", "bf16": "f32"}[dtype]
-    lib.select_isa(isa)
-    assert lib.isa_active == isa
-    _, out = cell.ours(lib, threads)
-    g = cell.gate(out)
-    assert not g.ort_discrepancy, f"ORT departs from the oracle: {g.describe()}"
-    assert g.ours_ok, f"{cell.case.case_id} {dtype} {isa} threads={threads}: {g.describe()}"
-
-
-def _cpu_flags() -> set:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((set(ln.split(":", 1)[1].split()) for ln in f if ln.startswith("flags")), set())
-    except OSError:
-        return set()
-
-
-def test_every_isa_path_this_cpu_runs_is_tested(lib):
-    """The paths the gate tests run on are every path this CPU can run, judged independently of
-    the library (its own detection could miss one): the portable ones always, AVX2 and AVX-512
-    when /proc/cpuinfo lists what they need and the library compiled them in."""
-    assert "portable" in SUPPORTED and "portable16" in SUPPORTED
-    flags = _cpu_flags()
-    if not flags:
-        pytest.skip("no /proc/cpuinfo flags to check against")
-    needs = {"avx2": {"avx2", "fma", "f16c"},
-             "avx512": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "fma", "f16c"}}
-    for isa, want in needs.items():
-        if isa in lib.isa_compiled and want <= flags:
-            assert isa in SUPPORTED, f"this CPU has {sorted(want)} but the {isa} path is not tested"
 
 
 # ---- attribute values C does not implement ------------------------------------------------------
@@ -323,7 +226,7 @@ def test_smooth_softmax_off_is_accepted(lib, smooth):
     call, out = _gqa_call(lib, cell, smooth_softmax=smooth)
     call.run()
     for k in ref:
-        assert _same_bits(out[k], ref[k])
+        assert same_bits(out[k], ref[k])
     assert cell.gate(out).ours_ok
 
 
@@ -331,15 +234,9 @@ def test_smooth_softmax_off_is_accepted(lib, smooth):
 
 HARNESS_GQA = [["batch", 2], ["heads", 4], ["kv_heads", 2], ["head_size", 16], ["past", 40], ["ragged", 1],
                ["kv", "shared"]]
-HARNESS_MHA = [["heads", 2], ["head_size", 16], ["past", 12], ["mask", 1]]
-
-
 @pytest.mark.parametrize("op_name, params, dtype, ort_dt, path", [
     pytest.param(GQA, HARNESS_GQA, "f32", "f32", "kernel", id="GQA-shared-f32"),
     pytest.param(GQA, HARNESS_GQA, "bf16", "f32", "substituted", id="GQA-shared-bf16"),
-    pytest.param(MHA, HARNESS_MHA, "f32", "f32", "kernel", id="MHA-f32"),
-    pytest.param(MHA, HARNESS_MHA, "f16", "f16", "casts", id="MHA-f16"),
-    pytest.param(MHA, HARNESS_MHA, "bf16", "f32", "substituted", id="MHA-bf16"),
 ])
 def test_harness_numerics_only_cell(lib, op_name, params, dtype, ort_dt, path):
     spec = CellSpec(op=op_name, params=params, dtype=dtype, threads=1, numerics_only=True)
@@ -437,47 +334,6 @@ def test_gqa_wrapper_baseline_arguments_are_valid(lib):
         assert np.isfinite(a["output"]).all() and not np.any(a["output"] == SENTINEL)
 
 
-def _mha_args(label: str = "decode-past") -> dict:
-    cell = _cell(MHA, label, "f32")
-    x = cell.inputs
-    out = cell.op.new_outputs(cell.case, np.float32, x)
-    out["output"][...] = SENTINEL
-    return dict(query=x["query"], key=x["key"], value=x["value"], output=out["output"],
-                num_heads=cell.case.p["heads"], key_padding_mask=x.get("key_padding_mask"),
-                past_key=x.get("past_key"), past_value=x.get("past_value"), present_key=out.get("present_key"),
-                present_value=out.get("present_value"))
-
-
-MHA_BAD = {
-    "past-without-present": (dict(present_key=None, present_value=None), "past_key needs present_key"),
-    "present-key-without-value": (dict(present_value=None), "present_key with present_value"),
-    "present-wrong-length": (dict(present_key=np.zeros((1, 3, 37, 40), np.float32),
-                                  present_value=np.zeros((1, 3, 37, 40), np.float32)), "present_key must have shape"),
-    "mask-wrong-length": (dict(key_padding_mask=np.ones((1, 37), np.int32)), "key_padding_mask must be int32"),
-    "mask-int64": (dict(key_padding_mask=np.ones((1, 38), np.int64)), "key_padding_mask must be int32"),
-    "heads-not-dividing": (dict(num_heads=7), "num_heads=7"),
-    "unidirectional-2": (dict(unidirectional=2), "unidirectional must be 0 or 1"),
-    "scale-nan": (dict(scale=float("nan")), "scale=nan"),
-}
-
-
-@pytest.mark.parametrize("case", list(MHA_BAD))
-def test_mha_wrapper_rejects(lib, case):
-    a = _mha_args()
-    change, words = MHA_BAD[case]
-    a.update(change)
-    with pytest.raises(UsageError) as ei:
-        wrappers.multi_head_attention(lib, **a)
-    assert words in str(ei.value), str(ei.value)
-    assert np.all(a["output"] == SENTINEL)
-
-
-def test_mha_wrapper_baseline_arguments_are_valid(lib):
-    a = _mha_args()
-    wrappers.multi_head_attention(lib, **a).run()
-    assert np.isfinite(a["output"]).all() and not np.any(a["output"] == SENTINEL)
-
-
 # ---- scratch memory refused: a status, not a crash -----------------------------------------------
 
 _NO_SCRATCH = """
@@ -559,3 +415,32 @@ def test_decode_splits_with_empty_chunks(lib, kv):
         assert np.array_equal(prv[b, :, : pb + 1], vals.astype(np.float32))
         if kv == "copy":
             assert not np.any(prk[b, :, pb + 1:])  # zeros after the row's tokens, as ORT writes them
+
+
+# ---- cells allocate outputs as the Harness does -------------------------------------------------
+
+
+def _shared_kv_cases():
+    op = ops_pkg.get("GroupQueryAttention")
+    return [p for p in op.test_cases if op.make_case(p).p["kv"] == "shared"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cells_allocate_outputs_as_the_harness_does(lib, dtype):
+    """Shared KV mode: each side's present IS its own copy of past (never the cell's inputs,
+    never a fresh array); the cell's inputs are left as make_inputs made them."""
+    assert _shared_kv_cases(), "no shared-KV GroupQueryAttention test case"
+    for params in _shared_kv_cases():
+        c = cell("GroupQueryAttention", params, dtype, seed=SEED)
+        pristine = c.op.make_inputs(c.case, c.dt, np.random.default_rng(SEED))
+        for name in ("key", "value"):
+            assert c.ort_out[f"present_{name}"] is c.ort_in[f"past_{name}"]
+            assert c.ort_in[f"past_{name}"] is not c.inputs[f"past_{name}"]
+        mine, out = c.ours_with_inputs(lib)
+        for name in ("key", "value"):
+            assert out[f"present_{name}"] is mine[f"past_{name}"]
+            assert mine[f"past_{name}"] is not c.inputs[f"past_{name}"]
+        for k, v in pristine.items():
+            assert same_bits(c.inputs[k], v), f"{k} was written"
+        # and the kernel wrote the new rows into its copy (the shared buffer is really written)
+        assert not same_bits(mine["past_key"], pristine["past_key"])
