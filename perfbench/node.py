@@ -540,7 +540,7 @@ def run_ort(prob: Problem, threads: int) -> tuple:
     names = [n for n, _, _ in prob.graph_outputs]
     try:
         # through OrtValues: ORT's numpy bridge knows no bfloat16 (ml_dtypes), IOBinding does
-        values = {n: ortlib._ortvalue(np.asarray(a, order="C")) for n, a in feeds.items()}
+        values = {n: ortlib.ortvalue(np.asarray(a, order="C")) for n, a in feeds.items()}
         got = sess.run_with_ort_values(names, values)
         outs = {}
         binding = None
@@ -551,7 +551,7 @@ def run_ort(prob: Problem, threads: int) -> tuple:
                     for k, val in values.items():
                         binding.bind_ortvalue_input(k, val)
                 outs[n] = np.empty(v.shape(), dtypes.BF16.numpy)
-                binding.bind_output(n, "cpu", 0, ortlib._element_type(outs[n]), list(outs[n].shape),
+                binding.bind_output(n, "cpu", 0, ortlib.element_type(outs[n]), list(outs[n].shape),
                                     outs[n].ctypes.data)
             else:
                 outs[n] = np.asarray(v.numpy())
@@ -698,9 +698,9 @@ def time_node(lib, nop: NodeOp, prob: Problem, threads: int, replicates: int, pr
            "ours_gbps": None, "ort_gbps": None}
     try:
         if ort_dt is not None:
-            h._time_warm(nop, None, dt, ort_dt, graph, nop.output_shapes(), inputs, spec, {"ours": lib}, {"ours": out})
+            h.time_warm(nop, None, dt, ort_dt, graph, nop.output_shapes(), inputs, spec, {"ours": lib}, {"ours": out})
             out.ours_status = out.ort_status = "ok"
-            h._check_resolution(out)
+            h.check_resolution(out)
             v = verdicts.decide(out.ours_status, out.ort_status, out.ours_ns, out.ort_ns)
             res.update(K=out.K, ratio=v.ratio, ci=[v.lo, v.hi] if v.ratio is not None else None, verdict=v.verdict,
                        verdict_note=v.note + (f"; ORT ran {ort_dt.name} (no {dt.name} kernel)" if ort_dt != dt else ""))

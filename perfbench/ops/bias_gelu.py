@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from perfbench.ops import _eltwise as el
 from perfbench.ops.base import Case, GraphSpec, NodeBinding, NodeInfo, register
-from perfbench.ops.gelu import _BIAS_MUTANTS, _COMMON_MUTANTS, COLS, ROWS, GeluFamily
+from perfbench.ops.gelu import BIAS_MUTANTS, COLS, COMMON_MUTANTS, ROWS, GeluFamily
 
 
 @register
@@ -14,7 +14,7 @@ class BiasGelu(GeluFamily):
     kernel = "gelu"
     inp, bias_name, out = "A", "B", "C"
     params = (ROWS, COLS)
-    mutants = _COMMON_MUTANTS + _BIAS_MUTANTS
+    mutants = COMMON_MUTANTS + BIAS_MUTANTS
     node_types = (("com.microsoft", "BiasGelu"),)
 
     def uses_tanh(self, case: Case) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from perfbench.ops import _eltwise as el
 from perfbench.ops.base import Case, GraphSpec, NodeBinding, NodeInfo, Param, register
-from perfbench.ops.gelu import _BIAS_MUTANTS, _COMMON_MUTANTS, COLS, ROWS, GeluFamily
+from perfbench.ops.gelu import BIAS_MUTANTS, COLS, COMMON_MUTANTS, ROWS, GeluFamily
 
 
 @register
@@ -14,7 +14,7 @@ class FastGelu(GeluFamily):
     kernel = "gelu"
     inp, bias_name, out = "X", "bias", "Y"
     params = (ROWS, COLS, Param("bias", int, 1, choices=(0, 1), help="1: the optional bias input (cols) is given"))
-    mutants = _COMMON_MUTANTS + _BIAS_MUTANTS
+    mutants = COMMON_MUTANTS + BIAS_MUTANTS
     node_types = (("com.microsoft", "FastGelu"),)
 
     def uses_tanh(self, case: Case) -> bool:

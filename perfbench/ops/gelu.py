@@ -137,13 +137,13 @@ class GeluFamily(Op):
             raise UsageError(f"{what}: bias must be 1-D of the input's last axis ({cols},), got {bshape}")
 
 
-_COMMON_MUTANTS = (
+COMMON_MUTANTS = (
     Mutant("tail elements ignored", _m_tail),
     Mutant("x * sigmoid(1.702 x) instead", _m_quick),
     Mutant("the other Gelu form", _m_other_form),
     Mutant("last row zeroed", _m_zero_row),
 )
-_BIAS_MUTANTS = (
+BIAS_MUTANTS = (
     Mutant("bias ignored", _m_bias_ignored, lambda case: case.p.get("bias", 1) == 1),
     Mutant("bias added after the activation", _m_bias_after, lambda case: case.p.get("bias", 1) == 1),
 )
@@ -155,7 +155,7 @@ class Gelu(GeluFamily):
     kernel = "gelu"
     params = (ROWS, COLS, Param("approximate", str, "none", choices=("none", "tanh"),
                                 help="none: the exact erf form; tanh: the tanh approximation"))
-    mutants = _COMMON_MUTANTS
+    mutants = COMMON_MUTANTS
     node_types = (("", "Gelu"), ("com.microsoft", "Gelu"))
 
     def uses_tanh(self, case: Case) -> bool:
