@@ -1,7 +1,7 @@
 """Shared helpers of the data-movement ops (Transpose, Gather, Concat, ScatterND, Trilu):
-shape strings in case ids, the float64 ONNX reference of one node, the node checks of
-from_node, and Gather's embedding tables (generated once per seed into a read-only
-memory-mapped cache file that every worker process maps)."""
+shape strings in case ids, the node checks of from_node, and Gather's embedding tables
+(generated once per seed into a read-only memory-mapped cache file that every worker process
+maps)."""
 
 from __future__ import annotations
 
@@ -40,33 +40,6 @@ def shape_str(shape) -> str:
 
 def prod(dims) -> int:
     return int(np.prod(dims, dtype=np.int64)) if len(dims) else 1
-
-
-# ---- the float64 reference of one ONNX node --------------------------------------------------
-
-def onnx_reference(op_type: str, inputs: list, opset: int, n_outputs: int = 1, **attrs) -> list:
-    """onnx.reference's evaluation of one ai.onnx node: float arrays go in as float64, integer
-    arrays as they are (None: an absent optional input)."""
-    from onnx import TensorProto, helper
-    from onnx.reference import ReferenceEvaluator
-
-    names, vinfo, feeds = [], [], {}
-    for i, a in enumerate(inputs):
-        if a is None:
-            names.append("")
-            continue
-        a = np.asarray(a)
-        if a.dtype.kind == "f" or a.dtype in {d.numpy for d in dtypes.ALL}:
-            a = a.astype(np.float64)
-        n = f"in{i}"
-        names.append(n)
-        vinfo.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)))
-        feeds[n] = a
-    outs = [f"out{j}" for j in range(n_outputs)]
-    graph = helper.make_graph([helper.make_node(op_type, names, outs, **attrs)], op_type.lower(), vinfo,
-                              [helper.make_tensor_value_info(o, TensorProto.DOUBLE, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    return ReferenceEvaluator(model).run(None, feeds)
 
 
 # ---- from_node helpers -----------------------------------------------------------------------

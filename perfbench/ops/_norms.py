@@ -512,21 +512,3 @@ def from_skip_node(op: NormOp, node: NodeInfo) -> NodeBinding:
             outputs[op.out_names[k]] = (i, xshape[:-1] + (1,) if k in ("mean", "inv_std") else xshape)
     return NodeBinding(case, inputs, outputs)
 
-
-def onnx_reference(op: NormOp, case: Case, inputs: dict) -> dict:
-    """onnx.reference's own implementation of an ONNX-standard op (LayerNormalization,
-    RMSNormalization), evaluated on float64 inputs: every input and output typed double."""
-    from onnx import TensorProto, helper
-    from onnx.reference import ReferenceEvaluator
-
-    spec = op.graph(case)
-    ins = [n for n, _, _ in spec.inputs if n]
-    outs = [o[0] for o in spec.outputs if o[0]]
-    graph = helper.make_graph(
-        [helper.make_node(spec.op_type, [n for n, _, _ in spec.inputs], [o[0] for o in spec.outputs], **spec.attrs)],
-        spec.op_type,
-        [helper.make_tensor_value_info(n, TensorProto.DOUBLE, list(s)) for n, _, s in spec.inputs if n],
-        [helper.make_tensor_value_info(o[0], TensorProto.DOUBLE, list(o[1])) for o in spec.outputs if o[0]])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", spec.opset)])
-    got = ReferenceEvaluator(model).run(None, {n: np.asarray(inputs[n], dtype=np.float64) for n in ins})
-    return {n: np.asarray(v, dtype=np.float64) for n, v in zip(outs, got)}

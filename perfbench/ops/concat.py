@@ -10,6 +10,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
+from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
@@ -82,7 +83,7 @@ class Concat(Op):
         return mvk.concat(lib, [inputs["past"], inputs["new"]], outputs["present"], 2, threads, device=device)
 
     def oracle(self, case: Case, inputs: dict) -> dict:
-        return {"present": mv.onnx_reference("Concat", [inputs["past"], inputs["new"]], 13, axis=2)[0]}
+        return {"present": ref.evaluate("Concat", [inputs["past"], inputs["new"]], opset=13, axis=2)[0]}
 
     def row_sizes(self, case: Case) -> dict:
         return {"present": case.p["head_size"]}

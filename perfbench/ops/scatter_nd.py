@@ -17,6 +17,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
+from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
@@ -44,10 +45,10 @@ def _attrs(case: Case) -> dict:
 
 
 def _ref(case, x, indices=None, updates=None, data=None):
-    return {"output": mv.onnx_reference("ScatterND", [x["data"] if data is None else data,
-                                                      x["indices"] if indices is None else indices,
-                                                      x["updates"] if updates is None else updates], 18,
-                                        **_attrs(case))[0]}
+    return {"output": ref.evaluate("ScatterND", [x["data"] if data is None else data,
+                                                 x["indices"] if indices is None else indices,
+                                                 x["updates"] if updates is None else updates], opset=18,
+                                   **_attrs(case))[0]}
 
 
 def _m_no_copy(op, case, x):

@@ -10,6 +10,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
+from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
@@ -102,7 +103,7 @@ class Transpose(Op):
         return mvk.transpose(lib, inputs["x"], outputs["y"], _perm(case), threads, device=device)
 
     def oracle(self, case: Case, inputs: dict) -> dict:
-        return {"y": mv.onnx_reference("Transpose", [inputs["x"]], 21, perm=_perm(case))[0]}
+        return {"y": ref.evaluate("Transpose", [inputs["x"]], opset=21, perm=_perm(case))[0]}
 
     def row_sizes(self, case: Case) -> dict:
         return {"y": _out_shape(case)[-1]}

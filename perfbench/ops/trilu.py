@@ -10,6 +10,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
+from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
@@ -93,7 +94,7 @@ class Trilu(Op):
         return mvk.trilu(lib, inputs["x"], outputs["y"], case.p["upper"], int(inputs["k"]), threads, device=device)
 
     def oracle(self, case: Case, inputs: dict) -> dict:
-        return {"y": mv.onnx_reference("Trilu", [inputs["x"], inputs["k"]], 14, upper=case.p["upper"])[0]}
+        return {"y": ref.evaluate("Trilu", [inputs["x"], inputs["k"]], opset=14, upper=case.p["upper"])[0]}
 
     def row_sizes(self, case: Case) -> dict:
         return {"y": case.p["cols"]}
