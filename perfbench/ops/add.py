@@ -10,6 +10,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
@@ -106,10 +107,10 @@ class BinaryOp(Op):
         what = f"{self.onnx_op} (opset {node.opset})"
         if node.opset < 7:
             raise NodeUnsupported(f"{what}: opsets before 7 (legacy broadcast/axis attributes) are not implemented")
-        ins = el.node_inputs(node, what, 2, 2)
-        el.check_outputs(node, what)
-        el.node_float_dtype(node, what)
-        el.same_float_inputs(node, what, (0, 1))
+        ins = nh.node_inputs(node, what, 2, 2)
+        nh.check_outputs(node, what)
+        nh.node_float_dtype(node, what)
+        nh.same_float_inputs(node, what, (0, 1))
         sa, sb = tuple(ins[0][1]), tuple(ins[1][1])
         try:
             y = tuple(np.broadcast_shapes(sa, sb))

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from perfbench.ops import _eltwise as el
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops.base import Case, GraphSpec, NodeBinding, NodeInfo, Param, register
 from perfbench.ops.gelu import BIAS_MUTANTS, COLS, COMMON_MUTANTS, ROWS, GeluFamily
 
@@ -30,7 +30,7 @@ class FastGelu(GeluFamily):
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
         what = "com.microsoft::FastGelu"
-        ins = el.node_inputs(node, what, 1, 2)
+        ins = nh.node_inputs(node, what, 1, 2)
         rows, cols, shape = self._node_rows_cols(node, what)
         bias = ins[1] is not None
         if bias:

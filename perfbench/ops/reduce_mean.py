@@ -13,6 +13,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
@@ -168,9 +169,9 @@ class ReduceMean(Op):
     def from_node(self, node: NodeInfo) -> NodeBinding:
         what = f"ReduceMean (opset {node.opset})"
         new = node.opset >= 18
-        ins = el.node_inputs(node, what, 1, 2 if new else 1)
-        el.check_outputs(node, what)
-        el.node_float_dtype(node, what)
+        ins = nh.node_inputs(node, what, 1, 2 if new else 1)
+        nh.check_outputs(node, what)
+        nh.node_float_dtype(node, what)
         shape = tuple(ins[0][1])
         keepdims = int(node.attr("keepdims", 1))
         if keepdims not in (0, 1):

@@ -10,6 +10,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
@@ -112,9 +113,9 @@ class Transpose(Op):
         return 2.0 * mv.prod(_shape(case)) * dtype.itemsize
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
-        mv.node_inputs(node, "Transpose", 1, 1)
-        mv.node_float_dtype(node, "Transpose")
-        shape = mv.node_shape(node, 0, "Transpose")
+        nh.node_inputs(node, "Transpose node", 1, 1)
+        nh.node_float_dtype(node, "Transpose node")
+        shape = nh.node_shape(node, 0, "Transpose node")
         r = len(shape)
         if r == 0:
             raise NodeUnsupported("Transpose of a scalar (rank 0): not implemented")

@@ -10,6 +10,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
@@ -104,9 +105,9 @@ class Trilu(Op):
         return 2.0 * mv.prod(_shape(case)) * dtype.itemsize
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
-        ins = mv.node_inputs(node, "Trilu", 1, 2)
-        mv.node_float_dtype(node, "Trilu")
-        shape = mv.node_shape(node, 0, "Trilu")
+        ins = nh.node_inputs(node, "Trilu node", 1, 2)
+        nh.node_float_dtype(node, "Trilu node")
+        shape = nh.node_shape(node, 0, "Trilu node")
         if len(shape) < 2:
             raise UsageError(f"Trilu node: input must have rank >= 2, got shape {shape}")
         upper = int(node.attr("upper", 1))
