@@ -85,7 +85,7 @@ class TerminalUI:
         self.info(f"done in {_fmt_s(time.monotonic() - self.t0)}")
 
 
-def _emit(text: str, output: str | None):
+def emit(text: str, output: str | None):
     if output:
         with open(output, "w") as f:
             f.write(text)
@@ -96,13 +96,13 @@ def _emit(text: str, output: str | None):
 
 def _render(doc: dict, fmt: str, output: str | None, dispatch_ns=None):
     if fmt == "table":
-        _emit(render.table(doc, dispatch_ns, color=sys.stdout.isatty() and not output) + "\n", output)
+        emit(render.table(doc, dispatch_ns, color=sys.stdout.isatty() and not output) + "\n", output)
     elif fmt == "markdown":
-        _emit(render.markdown(doc), output)
+        emit(render.markdown(doc), output)
     elif fmt == "json":
-        _emit(render.to_json(doc), output)
+        emit(render.to_json(doc), output)
     elif fmt == "csv":
-        _emit(render.to_csv(doc), output)
+        emit(render.to_csv(doc), output)
     elif fmt == "pyperf":
         if not output:
             raise UsageError("--format pyperf writes a file: give -o FILE.json")
@@ -126,7 +126,7 @@ def _dispatch_ns(store, run) -> float | None:
         return p.value if p else None
 
 
-def _suite_options(f):
+def suite_options(f):
     f = click.option("--filter", "filters", multiple=True, metavar="TERMS",
                      help="Only matching cells: 'op=Softmax dtype=f16 keys=128..1024' (terms AND; repeat = OR). "
                           "Names: op, dtype, threads, device, cache, spin, id, or any axis.")(f)
@@ -148,7 +148,7 @@ def _suite_options(f):
 
 
 @cli.command()
-@_suite_options
+@suite_options
 @click.option("--max-time", type=float, metavar="SECONDS",
               help="Stop starting new cells after this long (the run is then partial; --resume finishes it).")
 @click.option("--resume", type=int, metavar="RUN", help="Measure only the cells missing from run RUN.")
@@ -222,7 +222,7 @@ def _take_into_tickets(store, run_id: int) -> None:
 
 
 @cli.command("list")
-@_suite_options
+@suite_options
 def list_cmd(suite, filters, quick, threads, dtype, cache, spin, device):
     """Print the cells a run would measure, without measuring."""
     from perfbench.store.hostinfo import usable_cores
@@ -327,7 +327,7 @@ def runs_invalidate(ref, why, suite, db):
         raise UsageError("--why must say why the run is invalidated")
     store = Store(db)
     with store.session() as s:
-        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=_host_class_id(s, ref, None))
+        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=host_class_id(s, ref, None))
         r = s.get(m.Run, rid)
         again = r.invalidated
         r.invalidated, r.invalidated_at, r.invalidated_why = True, repo.now(), why.strip()
@@ -335,7 +335,7 @@ def runs_invalidate(ref, why, suite, db):
     return 0
 
 
-def _host_class_id(s, ref: str, host_class: str | None):
+def host_class_id(s, ref: str, host_class: str | None):
     """The host class `latest`-style references look in: --host-class, else this host's."""
     if ref.strip().isdigit():
         return None
@@ -366,7 +366,7 @@ def export(ref, output, suite, host_class, db):
 
     store = Store(db)
     with store.session() as s:
-        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=_host_class_id(s, ref, host_class))
+        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=host_class_id(s, ref, host_class))
         data = bundle.export_run(s, rid)
     with open(output, "w") as f:
         json.dump(data, f, indent=1, allow_nan=False)
@@ -572,7 +572,7 @@ def repro(ref, filters, out, suite, host_class, db):
     flts = [filt.parse(f) for f in filters]
     store = Store(db)
     with store.session() as s:
-        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=_host_class_id(s, ref, host_class))
+        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=host_class_id(s, ref, host_class))
         cell = repro_mod.find_cell(s, rid, flts)
         res = repro_mod.write(cell, Path(out))
     info = res["info"]

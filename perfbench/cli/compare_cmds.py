@@ -8,7 +8,7 @@ import sys
 import click
 
 from perfbench.cli import DB_HELP, cli, split_list
-from perfbench.cli.commands import TerminalUI, _emit, _suite_options
+from perfbench.cli.commands import TerminalUI, emit, suite_options
 from perfbench.errors import UsageError
 
 CMP_FORMATS = ["table", "markdown", "json"]
@@ -45,11 +45,11 @@ def _show(doc: dict, fmt: str, output: str | None) -> int:
     from perfbench.compare import render_change
 
     if fmt == "json":
-        _emit(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", output)
+        emit(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", output)
     elif fmt == "markdown":
-        _emit(render_change.markdown(doc), output)
+        emit(render_change.markdown(doc), output)
     else:
-        _emit(render_change.terminal(doc, color=sys.stdout.isatty() and not output) + "\n", output)
+        emit(render_change.terminal(doc, color=sys.stdout.isatty() and not output) + "\n", output)
     return render_change.exit_code(doc)
 
 
@@ -57,7 +57,7 @@ def _show(doc: dict, fmt: str, output: str | None) -> int:
 @click.option("--base-rev", required=True, metavar="REV",
               help="The base: a git revision (branch, tag, sha, HEAD~1, the PR's merge base).")
 @click.option("--head-rev", metavar="REV", help="The head: a git revision [default: the working tree, as it is].")
-@_suite_options
+@suite_options
 @click.option("--replicates", type=int, metavar="N", help="Replicates per cell (default: the suite's, 8).")
 @_cmp_options
 def ab(base_rev, head_rev, suite, filters, quick, threads, dtype, cache, spin, device, replicates, min_effect, q,
@@ -129,7 +129,7 @@ def compare(base, head, suite, host_class, min_effect, q, calibration, db, fmt, 
       perfbench compare latest@main latest --suite attention --format markdown
     """
     from perfbench import ab as ab_mod
-    from perfbench.cli.commands import _host_class_id
+    from perfbench.cli.commands import host_class_id
     from perfbench.store import repo
     from perfbench.store.db import Store
 
@@ -137,8 +137,8 @@ def compare(base, head, suite, host_class, min_effect, q, calibration, db, fmt, 
                             q=q)
     store = Store(db)
     with store.session() as s:
-        b = repo.resolve_ref(s, base, suite=suite, host_class_id=_host_class_id(s, base, host_class))
-        h = repo.resolve_ref(s, head, suite=suite, host_class_id=_host_class_id(s, head, host_class))
+        b = repo.resolve_ref(s, base, suite=suite, host_class_id=host_class_id(s, base, host_class))
+        h = repo.resolve_ref(s, head, suite=suite, host_class_id=host_class_id(s, head, host_class))
         if b == h:
             raise UsageError(f"{base!r} and {head!r} are the same run ({b}): nothing to compare")
         doc = ab_mod.compare_runs(s, b, h, base, head, opts)
@@ -146,7 +146,7 @@ def compare(base, head, suite, host_class, min_effect, q, calibration, db, fmt, 
 
 
 @cli.command()
-@_suite_options
+@suite_options
 @click.option("--rounds", type=int, default=3, show_default=True,
               help="A/A passes over the cells (between-run spread needs >= 2; more is steadier).")
 @click.option("--replicates", type=int, metavar="N", help="Replicates per cell (default: the suite's, 8).")
@@ -214,7 +214,7 @@ def calibration_show(host_class, fmt, db):
 def calibration_export(output, host_class, db):
     """Write the newest calibration to FILE (`perfbench ab --calibration FILE` reads it)."""
     cal = _newest(host_class, db)
-    _emit(json.dumps(cal, indent=1) + "\n", output)
+    emit(json.dumps(cal, indent=1) + "\n", output)
 
 
 def _newest(host_class, db) -> dict:

@@ -8,7 +8,7 @@ import os
 import click
 
 from perfbench.cli import DB_HELP, cli
-from perfbench.cli.commands import _emit
+from perfbench.cli.commands import emit
 from perfbench.errors import UsageError
 
 TICKET_FORMATS = ["table", "markdown", "json"]
@@ -30,7 +30,7 @@ def _load(s, include_closed: bool, host_class: str | None):
 
 def _listing(tickets, fmt: str) -> str:
     from perfbench.compare.escape import clean, md_text
-    from perfbench.compare.render import _grid, fmt_ns
+    from perfbench.compare.render import fmt_ns, grid
     from perfbench.tickets import render
 
     if fmt == "json":
@@ -49,7 +49,7 @@ def _listing(tickets, fmt: str) -> str:
     several = len({t.host_class_id for t in tickets}) > 1
     rows = [[str(t.id), t.kind, t.state if t.state == "open" else f"closed ({t.closed_reason})", prio(t),
              clean(t.title, 160)] + ([clean(t.host_class.key, 60)] if several else []) for t in tickets]
-    return _grid(["#", "kind", "state", "priority", "title"] + (["host class"] if several else []), rows) + "\n"
+    return grid(["#", "kind", "state", "priority", "title"] + (["host class"] if several else []), rows) + "\n"
 
 
 @cli.group(invoke_without_command=True)
@@ -91,14 +91,14 @@ def tickets(ctx, show_all, watch, host_class, fmt, output, db):
         if watch:
             if fmt == "markdown":
                 raise UsageError("--watch prints a table or --format json")
-            _emit(_watch_listing(s, host_class, fmt), output)
+            emit(_watch_listing(s, host_class, fmt), output)
             return 0
         ts = _load(s, show_all, host_class)
         if not ts and fmt == "table":
             click.echo("no open tickets" + (" (or none at all)" if show_all else " (--all shows closed ones)")
                        + f" in {store.url}", err=True)
             return 0
-        _emit(_listing(ts, fmt), output)
+        emit(_listing(ts, fmt), output)
     return 0
 
 
@@ -177,7 +177,7 @@ def _watch_listing(s, host_class: str | None, fmt: str) -> str:
     from sqlalchemy import select
 
     from perfbench.compare.escape import clean
-    from perfbench.compare.render import _grid
+    from perfbench.compare.render import grid
     from perfbench.store import models as m
 
     q = select(m.TicketRun).order_by(m.TicketRun.applied_at.desc())
@@ -199,7 +199,7 @@ def _watch_listing(s, host_class: str | None, fmt: str) -> str:
                    f"(whole 95% CI above 1) but not confidently by more than {m_pct:g}% after Benjamini-Hochberg "
                    "over the run with sigma_b (not ticket-worthy yet)")
         if rows:
-            out.append(_grid(["case", "dtype", "thr", "cache", "ours/ORT [95% CI]", "p (before BH)", "sigma_b", "ticket"],
+            out.append(grid(["case", "dtype", "thr", "cache", "ours/ORT [95% CI]", "p (before BH)", "sigma_b", "ticket"],
                              [[clean(w["case"], 90), w["dtype"], str(w["threads"]), w["cache"],
                                f"{w['ratio']:.3f} [{w['lo']:.3f}, {w['hi']:.3f}]",
                                "-" if w["p"] is None else f"{w['p']:.2g}",
@@ -218,7 +218,7 @@ def tickets_update(ref, suite, calibration, min_effect, db):
     """Take run REF into the tickets by hand (`perfbench run` does it itself after every complete
     run). Each run is taken in once, and never after a newer run of its host class."""
     from perfbench.ab import load_calibration_file
-    from perfbench.cli.commands import _host_class_id
+    from perfbench.cli.commands import host_class_id
     from perfbench.store import repo
     from perfbench.store.db import Store
     from perfbench.tickets import lifecycle
@@ -228,7 +228,7 @@ def tickets_update(ref, suite, calibration, min_effect, db):
     cal = load_calibration_file(calibration) if calibration else None
     store = Store(db)
     with store.session() as s:
-        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=_host_class_id(s, ref, None))
+        rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=host_class_id(s, ref, None))
         summary = lifecycle.update(s, rid, min_effect=min_effect, cal_file=cal)
     click.echo(summary_line(summary))
     return 0
@@ -283,7 +283,7 @@ def score(suite, host_class, last, fmt, db):
 
     History = complete, non-partial, non-invalidated `perfbench run` runs of the suite on the host
     class, oldest to newest."""
-    from perfbench.cli.commands import _host_class_id
+    from perfbench.cli.commands import host_class_id
     from perfbench.store.db import Store
     from perfbench.tickets import score as score_mod
 
@@ -291,7 +291,7 @@ def score(suite, host_class, last, fmt, db):
         raise UsageError("--last must be >= 1")
     store = Store(db)
     with store.session() as s:
-        hc = _host_class_id(s, "latest", host_class)
+        hc = host_class_id(s, "latest", host_class)
         doc = score_mod.history(s, suite, hc, last)
     if fmt == "json":
         click.echo(json.dumps(doc, indent=1))

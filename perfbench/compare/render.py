@@ -108,7 +108,7 @@ def table(doc: dict, dispatch_ns: float | None = None, color: bool = False) -> s
                          fmt_ns((c["ours"] or {}).get("median_ns")), fmt_ns(ort_ns) + mark, fmt_ratio(c),
                          status_of(c), fmt_tp(c), fmt_numerics(c), fmt_ort_path(c)])
         out.append(f"{op_name}")
-        out.append(_grid(headers, rows, color))
+        out.append(grid(headers, rows, color))
         out.append("")
     # summaries
     out.append("summary (fast_1 = share of cells where ours is ok and faster; failures count against it)")
@@ -121,7 +121,7 @@ def table(doc: dict, dispatch_ns: float | None = None, color: bool = False) -> s
                       "-" if s["fast_1"] is None else f"{100 * s['fast_1']:.0f}%",
                       str(k["win"]), str(k["loss"]), str(k["undecided"]), str(k["fail"]), str(k["n/a"]),
                       "-" if s["geomean_ratio"] is None else f"{s['geomean_ratio']:.3f}"])
-    out.append(_grid(sh, srows, color))
+    out.append(grid(sh, srows, color))
     o = doc.get("overall") or {}
     if o.get("fast_1") is not None:
         out.append(f"overall: fast_1 {100 * o['fast_1']:.0f}% of {o['due']} cells due; "
@@ -140,7 +140,7 @@ def _wrap(text: str, width: int = 110) -> str:
     return "\n".join(textwrap.wrap(text, width))
 
 
-def _grid(headers: list, rows: list, color: bool = False) -> str:
+def grid(headers: list, rows: list, color: bool = False) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
     out = [line, "  ".join("-" * w for w in widths)]

@@ -10,8 +10,9 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.errors import UsageError
+from perfbench.kernels_ffi.checks import check_array, check_threads, same_dtype, set_exec
 from perfbench.kernels_ffi.library import Library
-from perfbench.kernels_ffi.wrappers import KernelCall, _check_array, _check_threads, _exec
+from perfbench.kernels_ffi.wrappers import KernelCall
 
 MAX_RANK = 8  # pb_binary_args' shape arrays
 GELU_MODES = {"none": 0, "tanh": 1}  # PB_GELU_ERF, PB_GELU_TANH
@@ -25,19 +26,15 @@ def _float_dtype(a: np.ndarray, name: str, kernel: str) -> dtypes.DType:
         raise UsageError(f"{kernel}: {name}: {e}") from None
 
 
-def _same_dtype(kernel: str, ref_name: str, ref: np.ndarray, **arrays) -> None:
-    for name, a in arrays.items():
-        if a is not None and a.dtype != ref.dtype:
-            raise UsageError(f"{kernel}: {name} dtype {a.dtype} differs from {ref_name} dtype {ref.dtype}")
 
 
 def _binary(kernel: str, lib: Library, a: np.ndarray, b: np.ndarray, y: np.ndarray, threads: int,
             device: str) -> KernelCall:
-    _check_array(a, "a", kernel)
-    _check_array(b, "b", kernel)
-    _check_array(y, "y", kernel, writeable=True)
+    check_array(a, "a", kernel)
+    check_array(b, "b", kernel)
+    check_array(y, "y", kernel, writeable=True)
     dt = _float_dtype(a, "a", kernel)
-    _same_dtype(kernel, "a", a, b=b, y=y)
+    same_dtype(kernel, "a", a, b=b, y=y)
     try:
         shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
@@ -51,7 +48,7 @@ def _binary(kernel: str, lib: Library, a: np.ndarray, b: np.ndarray, y: np.ndarr
                    or np.shares_memory(y, b) and not (y.shape == b.shape and y.ctypes.data == b.ctypes.data)):
         raise UsageError(f"{kernel}: y overlaps an input (in place needs y to be that input, of y's shape)")
     args = lib.ffi.new("pb_binary_args*")
-    _exec(args, _check_threads(threads, kernel), device, kernel)
+    set_exec(args, check_threads(threads, kernel), device, kernel)
     args.dtype = dt.onnx
     args.rank = rank
     for i, n in enumerate(shape):
@@ -79,10 +76,10 @@ def gelu(lib: Library, x: np.ndarray, y: np.ndarray, *, approximate: str = "none
     """Gelu of x (+ bias over the last axis) into y: approximate "none" (erf: Gelu, BiasGelu) or
     "tanh" (Gelu tanh, FastGelu). y has x's shape and dtype (y may be x)."""
     k = "gelu"
-    _check_array(x, "x", k)
-    _check_array(y, "y", k, writeable=True)
+    check_array(x, "x", k)
+    check_array(y, "y", k, writeable=True)
     dt = _float_dtype(x, "x", k)
-    _same_dtype(k, "x", x, y=y, bias=bias)
+    same_dtype(k, "x", x, y=y, bias=bias)
     if approximate not in GELU_MODES:
         raise UsageError(f"{k}: approximate={approximate!r}, expected 'none' or 'tanh'")
     if y.shape != x.shape:
@@ -90,7 +87,7 @@ def gelu(lib: Library, x: np.ndarray, y: np.ndarray, *, approximate: str = "none
     cols = x.shape[-1] if x.ndim else 1
     rows = x.size // cols if cols else 0
     if bias is not None:
-        _check_array(bias, "bias", k)
+        check_array(bias, "bias", k)
         if bias.ndim != 1 or bias.shape[0] != cols:
             raise UsageError(f"{k}: bias must be 1-D of x's last axis ({cols},), got {bias.shape}")
         if np.shares_memory(bias, y):
@@ -98,7 +95,7 @@ def gelu(lib: Library, x: np.ndarray, y: np.ndarray, *, approximate: str = "none
     if np.shares_memory(x, y) and x.ctypes.data != y.ctypes.data:
         raise UsageError(f"{k}: x and y overlap partially (in place needs y to be x)")
     args = lib.ffi.new("pb_gelu_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
     args.approximate = GELU_MODES[approximate]
     args.rows, args.cols = rows, cols
@@ -113,10 +110,10 @@ def sigmoid(lib: Library, x: np.ndarray, y: np.ndarray, *, alpha: float | None =
     """alpha None: y = sigmoid(x) (Sigmoid); else y = x * sigmoid(alpha * x) (QuickGelu; SiLU at
     alpha 1). y has x's shape and dtype (y may be x); alpha must be a finite number."""
     k = "sigmoid"
-    _check_array(x, "x", k)
-    _check_array(y, "y", k, writeable=True)
+    check_array(x, "x", k)
+    check_array(y, "y", k, writeable=True)
     dt = _float_dtype(x, "x", k)
-    _same_dtype(k, "x", x, y=y)
+    same_dtype(k, "x", x, y=y)
     if alpha is not None:
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)):
             raise UsageError(f"{k}: alpha={alpha!r} must be a number")
@@ -131,7 +128,7 @@ def sigmoid(lib: Library, x: np.ndarray, y: np.ndarray, *, alpha: float | None =
     if np.shares_memory(x, y) and x.ctypes.data != y.ctypes.data:
         raise UsageError(f"{k}: x and y overlap partially (in place needs y to be x)")
     args = lib.ffi.new("pb_sigmoid_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
     args.mode = SIGMOID_PLAIN if alpha is None else SIGMOID_MUL
     args.alpha = 0.0 if alpha is None else float(alpha)
@@ -172,10 +169,10 @@ def reduce_mean(lib: Library, x: np.ndarray, y: np.ndarray, *, axes=None, thread
     """Mean of x over `axes` (one run of adjacent axes; None or empty = all) into y, whose shape is
     x's with those axes removed (keepdims=0) or set to 1 (keepdims=1)."""
     k = "reduce_mean"
-    _check_array(x, "x", k)
-    _check_array(y, "y", k, writeable=True)
+    check_array(x, "x", k)
+    check_array(y, "y", k, writeable=True)
     dt = _float_dtype(x, "x", k)
-    _same_dtype(k, "x", x, y=y)
+    same_dtype(k, "x", x, y=y)
     outer, reduce, inner = reduce_span(tuple(x.shape), axes)
     red = set(normalize_axes(x.ndim, axes))
     kept = tuple(1 if i in red else n for i, n in enumerate(x.shape))
@@ -185,7 +182,7 @@ def reduce_mean(lib: Library, x: np.ndarray, y: np.ndarray, *, axes=None, thread
     if np.shares_memory(x, y):
         raise UsageError(f"{k}: x and y overlap")
     args = lib.ffi.new("pb_reduce_mean_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
     args.outer, args.reduce, args.inner = outer, reduce, inner
     args.x, args.y = lib.ptr(x), lib.ptr(y)

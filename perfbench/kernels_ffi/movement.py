@@ -8,8 +8,9 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.errors import UsageError
+from perfbench.kernels_ffi.checks import check_array, check_int, check_threads, same_dtype, set_exec
 from perfbench.kernels_ffi.library import Library
-from perfbench.kernels_ffi.wrappers import KernelCall, _check_array, _check_threads, _exec
+from perfbench.kernels_ffi.wrappers import KernelCall
 
 MAX_RANK = 8  # PB_MOVEMENT_MAX_RANK
 MAX_INPUTS = 1024
@@ -17,24 +18,16 @@ INDEX_TYPES = {np.dtype(np.int64): 7, np.dtype(np.int32): 6}  # PB_INDEX_*: ONNX
 REDUCTIONS = {"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}  # PB_REDUCTION_*
 
 
-def _same_dtype(kernel: str, ref: np.ndarray, **arrays) -> None:
-    for name, a in arrays.items():
-        if a.dtype != ref.dtype:
-            raise UsageError(f"{kernel}: {name} dtype {a.dtype} differs from {ref.dtype}")
 
 
 def _shares_memory(a: np.ndarray, b: np.ndarray) -> bool:
     return a.size > 0 and b.size > 0 and np.shares_memory(a, b)
 
 
-def _int(kernel: str, name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise UsageError(f"{kernel}: {name} must be an integer, got {v!r}")
-    return int(v)
 
 
 def _axis(kernel: str, axis, rank: int, what: str = "axis") -> int:
-    axis = _int(kernel, what, axis)
+    axis = check_int(kernel, what, axis)
     if not -rank <= axis < rank:
         raise UsageError(f"{kernel}: {what}={axis} is outside [-{rank}, {rank}) for rank {rank}")
     return axis % rank
@@ -49,13 +42,13 @@ def _check_indices_in_range(kernel: str, indices: np.ndarray, dim: int, what: st
 def transpose(lib: Library, x: np.ndarray, y: np.ndarray, perm, threads: int = 1, device: str = "cpu") -> KernelCall:
     """y = x.transpose(perm) (ONNX Transpose), rank 1..8; y a separate array."""
     k = "transpose"
-    _check_array(x, "x", k)
-    _check_array(y, "y", k, writeable=True)
+    check_array(x, "x", k)
+    check_array(y, "y", k, writeable=True)
     dt = dtypes.of_array(x)
-    _same_dtype(k, x, y=y)
+    same_dtype(k, "x", x, y=y)
     if not 1 <= x.ndim <= MAX_RANK:
         raise UsageError(f"{k}: x must have rank 1..{MAX_RANK}, got {x.ndim}")
-    perm = [_int(k, "perm", p) for p in perm]
+    perm = [check_int(k, "perm", p) for p in perm]
     if sorted(perm) != list(range(x.ndim)):
         raise UsageError(f"{k}: perm {perm} is not a permutation of 0..{x.ndim - 1}")
     want = tuple(x.shape[p] for p in perm)
@@ -64,7 +57,7 @@ def transpose(lib: Library, x: np.ndarray, y: np.ndarray, perm, threads: int = 1
     if _shares_memory(x, y):
         raise UsageError(f"{k}: x and y share memory (a transpose cannot run in place)")
     args = lib.ffi.new("pb_transpose_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype, args.rank = dt.onnx, x.ndim
     for i in range(x.ndim):
         args.shape[i], args.perm[i] = x.shape[i], perm[i]
@@ -77,11 +70,11 @@ def gather(lib: Library, data: np.ndarray, indices: np.ndarray, output: np.ndarr
     """ONNX Gather: output = np.take(data, indices, axis); indices int64 or int32, negative ones
     count from the end, any outside [-dim, dim) is rejected here (C rejects it again)."""
     k = "gather"
-    _check_array(data, "data", k)
-    _check_array(indices, "indices", k)
-    _check_array(output, "output", k, writeable=True)
+    check_array(data, "data", k)
+    check_array(indices, "indices", k)
+    check_array(output, "output", k, writeable=True)
     dt = dtypes.of_array(data)
-    _same_dtype(k, data, output=output)
+    same_dtype(k, "data", data, output=output)
     if data.ndim < 1:
         raise UsageError(f"{k}: data must have rank >= 1")
     if indices.dtype not in INDEX_TYPES:
@@ -95,7 +88,7 @@ def gather(lib: Library, data: np.ndarray, indices: np.ndarray, output: np.ndarr
     if _shares_memory(output, data) or _shares_memory(output, indices):
         raise UsageError(f"{k}: output shares memory with data or indices")
     args = lib.ffi.new("pb_gather_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype, args.index_type = dt.onnx, INDEX_TYPES[indices.dtype]
     args.outer = int(np.prod(data.shape[:ax], dtype=np.int64))
     args.axis_dim = dim
@@ -112,11 +105,11 @@ def concat(lib: Library, inputs, output: np.ndarray, axis: int, threads: int = 1
     if not 1 <= len(inputs) <= MAX_INPUTS:
         raise UsageError(f"{k}: needs 1..{MAX_INPUTS} inputs, got {len(inputs)}")
     for j, a in enumerate(inputs):
-        _check_array(a, f"inputs[{j}]", k)
-    _check_array(output, "output", k, writeable=True)
+        check_array(a, f"inputs[{j}]", k)
+    check_array(output, "output", k, writeable=True)
     first = inputs[0]
     dt = dtypes.of_array(first)
-    _same_dtype(k, first, output=output, **{f"inputs[{j}]": a for j, a in enumerate(inputs)})
+    same_dtype(k, "inputs[0]", first, output=output, **{f"inputs[{j}]": a for j, a in enumerate(inputs)})
     if first.ndim < 1:
         raise UsageError(f"{k}: inputs must have rank >= 1")
     ax = _axis(k, axis, first.ndim)
@@ -130,7 +123,7 @@ def concat(lib: Library, inputs, output: np.ndarray, axis: int, threads: int = 1
         if _shares_memory(a, output):
             raise UsageError(f"{k}: inputs[{j}] shares memory with the output")
     args = lib.ffi.new("pb_concat_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     extents = lib.ffi.new("int64_t[]", [a.shape[ax] for a in inputs])
     ptrs = lib.ffi.new("const void *[]", [lib.ptr(a) for a in inputs])
     args.dtype, args.n_inputs = dt.onnx, len(inputs)
@@ -147,10 +140,10 @@ def scatter_nd(lib: Library, data: np.ndarray, indices: np.ndarray, updates: np.
     reduction, indices must be distinct (ONNX leaves duplicates undefined)."""
     kn = "scatter_nd"
     for name, a in (("data", data), ("indices", indices), ("updates", updates)):
-        _check_array(a, name, kn)
-    _check_array(output, "output", kn, writeable=True)
+        check_array(a, name, kn)
+    check_array(output, "output", kn, writeable=True)
     dt = dtypes.of_array(data)
-    _same_dtype(kn, data, updates=updates, output=output)
+    same_dtype(kn, "data", data, updates=updates, output=output)
     if reduction not in REDUCTIONS:
         raise UsageError(f"{kn}: reduction={reduction!r}, expected one of {', '.join(REDUCTIONS)}")
     if not 1 <= data.ndim <= MAX_RANK:
@@ -177,7 +170,7 @@ def scatter_nd(lib: Library, data: np.ndarray, indices: np.ndarray, updates: np.
     if _shares_memory(output, updates) or _shares_memory(output, indices):
         raise UsageError(f"{kn}: output shares memory with updates or indices")
     args = lib.ffi.new("pb_scatter_nd_args*")
-    _exec(args, _check_threads(threads, kn), device, kn)
+    set_exec(args, check_threads(threads, kn), device, kn)
     args.dtype, args.reduction, args.rank, args.k = dt.onnx, REDUCTIONS[reduction], data.ndim, depth
     for i, s in enumerate(data.shape):
         args.shape[i] = s
@@ -192,24 +185,24 @@ def trilu(lib: Library, x: np.ndarray, y: np.ndarray, upper: int = 1, k: int = 0
     """ONNX Trilu on the last two axes of x (rank >= 2): upper keeps col - row >= k, lower keeps
     col - row <= k; y may BE x (in place)."""
     kn = "trilu"
-    _check_array(x, "x", kn)
-    _check_array(y, "y", kn, writeable=True)
+    check_array(x, "x", kn)
+    check_array(y, "y", kn, writeable=True)
     dt = dtypes.of_array(x)
-    _same_dtype(kn, x, y=y)
+    same_dtype(kn, "x", x, y=y)
     if x.ndim < 2:
         raise UsageError(f"{kn}: x must have rank >= 2, got {x.ndim}")
     if y.shape != x.shape:
         raise UsageError(f"{kn}: y must have x's shape {x.shape}, got {y.shape}")
-    upper = _int(kn, "upper", upper)
+    upper = check_int(kn, "upper", upper)
     if upper not in (0, 1):
         raise UsageError(f"{kn}: upper={upper}, expected 0 or 1")
-    k = _int(kn, "k", k)
+    k = check_int(kn, "k", k)
     if not -2**63 <= k < 2**63:
         raise UsageError(f"{kn}: k={k} does not fit int64")
     if y is not x and _shares_memory(x, y):
         raise UsageError(f"{kn}: x and y overlap partially (in place needs y to be x)")
     args = lib.ffi.new("pb_trilu_args*")
-    _exec(args, _check_threads(threads, kn), device, kn)
+    set_exec(args, check_threads(threads, kn), device, kn)
     args.dtype, args.upper, args.k = dt.onnx, upper, k
     args.batch = int(np.prod(x.shape[:-2], dtype=np.int64))
     args.rows, args.cols = x.shape[-2], x.shape[-1]

@@ -10,8 +10,9 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.errors import UsageError
+from perfbench.kernels_ffi.checks import check_array, check_threads, set_exec
 from perfbench.kernels_ffi.library import Library
-from perfbench.kernels_ffi.wrappers import KernelCall, _check_array, _check_threads, _exec
+from perfbench.kernels_ffi.wrappers import KernelCall
 
 
 def _overlaps(a: np.ndarray, b: np.ndarray) -> bool:
@@ -30,9 +31,9 @@ def layer_norm(lib: Library, x: np.ndarray, scale: np.ndarray, y: np.ndarray, *,
     sum_out (v, rounded once) share x's dtype; scale, beta, bias are (hidden,) of that dtype; mean
     and inv_std (rows,) or (rows, 1) float32. Optional arrays left None are not read or written."""
     k = "layer_norm"
-    _check_array(x, "x", k)
-    _check_array(scale, "scale", k)
-    _check_array(y, "y", k, writeable=True)
+    check_array(x, "x", k)
+    check_array(scale, "scale", k)
+    check_array(y, "y", k, writeable=True)
     dt = dtypes.of_array(x)
     if x.ndim != 2:
         raise UsageError(f"{k}: x must be (rows, hidden), got shape {x.shape}")
@@ -45,13 +46,13 @@ def layer_norm(lib: Library, x: np.ndarray, scale: np.ndarray, y: np.ndarray, *,
     for name, a in (("scale", scale), ("bias", bias), ("beta", beta)):
         if a is None:
             continue
-        _check_array(a, name, k)
+        check_array(a, name, k)
         if a.dtype != x.dtype or a.shape != (hidden,):
             raise UsageError(f"{k}: {name} must be {x.dtype} of shape ({hidden},), got {a.dtype}{a.shape}")
         ins[name] = a
     skip_rows = 0
     if skip is not None:
-        _check_array(skip, "skip", k)
+        check_array(skip, "skip", k)
         if skip.dtype != x.dtype or skip.ndim != 2 or skip.shape[1] != hidden:
             raise UsageError(f"{k}: skip must be {x.dtype} of shape (skip_rows, {hidden}), got {skip.dtype}{skip.shape}")
         skip_rows = skip.shape[0]
@@ -66,12 +67,12 @@ def layer_norm(lib: Library, x: np.ndarray, scale: np.ndarray, y: np.ndarray, *,
     for name, a in (("mean", mean), ("inv_std", inv_std)):
         if a is None:
             continue
-        _check_array(a, name, k, writeable=True)
+        check_array(a, name, k, writeable=True)
         if a.dtype != np.float32 or a.size != rows or a.shape not in ((rows,), (rows, 1)):
             raise UsageError(f"{k}: {name} must be float32 of shape ({rows},) or ({rows}, 1), got {a.dtype}{a.shape}")
         outs[name] = a
     if sum_out is not None:
-        _check_array(sum_out, "sum", k, writeable=True)
+        check_array(sum_out, "sum", k, writeable=True)
         if sum_out.dtype != x.dtype or sum_out.shape != x.shape:
             raise UsageError(f"{k}: sum must match x (x {x.dtype}{x.shape}, sum {sum_out.dtype}{sum_out.shape})")
         outs["sum"] = sum_out
@@ -89,7 +90,7 @@ def layer_norm(lib: Library, x: np.ndarray, scale: np.ndarray, y: np.ndarray, *,
     if float(epsilon) > float(np.finfo(np.float32).max):
         raise UsageError(f"{k}: epsilon={epsilon!r} overflows float32")
     args = lib.ffi.new("pb_layer_norm_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
     args.simplified = 1 if simplified else 0
     args.epsilon = float(epsilon)

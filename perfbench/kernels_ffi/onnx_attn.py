@@ -8,28 +8,18 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.errors import UsageError
+from perfbench.kernels_ffi.checks import check_array, check_int, check_threads, same_dtype, set_exec, shape_is
 from perfbench.kernels_ffi.library import Library
-from perfbench.kernels_ffi.wrappers import KernelCall, _check_array, _check_threads, _exec
+from perfbench.kernels_ffi.wrappers import KernelCall
 
 LAYOUT_BSNH, LAYOUT_BNSH = 0, 1  # PB_LAYOUT_*: 3-D (B, S, N*H) and 4-D (B, N, S, H)
 MASK_NONE, MASK_BOOL, MASK_FLOAT = 0, 1, 2  # PB_ONNX_MASK_*
 
 
-def _int(kernel: str, name: str, v, minimum: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
-        raise UsageError(f"{kernel}: {name} must be an integer >= {minimum}, got {v!r}")
-    return int(v)
 
 
-def _shape_is(kernel: str, name: str, a: np.ndarray, shape: tuple) -> None:
-    if tuple(a.shape) != tuple(shape):
-        raise UsageError(f"{kernel}: {name} must have shape {tuple(shape)}, got {tuple(a.shape)}")
 
 
-def _same_dtype(kernel: str, ref: np.ndarray, **arrays) -> None:
-    for name, a in arrays.items():
-        if a is not None and a.dtype != ref.dtype:
-            raise UsageError(f"{kernel}: {name} dtype {a.dtype} differs from query dtype {ref.dtype}")
 
 
 def mask_strides(kernel: str, mask_shape: tuple, b: int, n: int, s: int, total: int) -> tuple:
@@ -68,16 +58,16 @@ def onnx_attention(lib: Library, query: np.ndarray, key: np.ndarray, value: np.n
     may be shorter); qk_output (B, Nq, S, P+T). scale 0 = 1/sqrt(H)."""
     k = "onnx_attention"
     for name, a in (("query", query), ("key", key), ("value", value)):
-        _check_array(a, name, k)
+        check_array(a, name, k)
     for name, a in (("output", output), ("present_key", present_key), ("present_value", present_value),
                     ("qk_output", qk_output)):
         if a is not None or name == "output":
-            _check_array(a, name, k, writeable=True)
+            check_array(a, name, k, writeable=True)
     for name, a in (("past_key", past_key), ("past_value", past_value), ("attn_mask", attn_mask)):
         if a is not None:
-            _check_array(a, name, k)
+            check_array(a, name, k)
     dt = dtypes.of_array(query)
-    _same_dtype(k, query, key=key, value=value, output=output, past_key=past_key, past_value=past_value,
+    same_dtype(k, "query", query, key=key, value=value, output=output, past_key=past_key, past_value=past_value,
                 present_key=present_key, present_value=present_value, qk_output=qk_output)
     if query.ndim != key.ndim or query.ndim != value.ndim or query.ndim not in (3, 4):
         raise UsageError(f"{k}: query, key and value must all be 3-D or all 4-D, got {query.shape}, {key.shape}, "
@@ -85,14 +75,14 @@ def onnx_attention(lib: Library, query: np.ndarray, key: np.ndarray, value: np.n
     if query.ndim == 4:
         b, nq, s, h = query.shape
         nkv, t = key.shape[1], key.shape[2]
-        _shape_is(k, "key", key, (b, nkv, t, h))
-        _shape_is(k, "value", value, key.shape)
+        shape_is(k, "key", key, (b, nkv, t, h))
+        shape_is(k, "value", value, key.shape)
         for name, v, want in (("q_num_heads", q_num_heads, nq), ("kv_num_heads", kv_num_heads, nkv)):
-            if v is not None and _int(k, name, v) != want:
+            if v is not None and check_int(k, name, v, 1) != want:
                 raise UsageError(f"{k}: {name}={v} contradicts the 4-D shapes ({want})")
         layout = LAYOUT_BNSH
     else:
-        nq, nkv = _int(k, "q_num_heads", q_num_heads), _int(k, "kv_num_heads", kv_num_heads)
+        nq, nkv = check_int(k, "q_num_heads", q_num_heads, 1), check_int(k, "kv_num_heads", kv_num_heads, 1)
         b, s, d = query.shape
         if d % nq:
             raise UsageError(f"{k}: query hidden size {d} is not a multiple of q_num_heads={nq}")
@@ -100,13 +90,13 @@ def onnx_attention(lib: Library, query: np.ndarray, key: np.ndarray, value: np.n
         if key.ndim != 3 or key.shape[0] != b or key.shape[2] != nkv * h:
             raise UsageError(f"{k}: key must be (B={b}, kv_seq, kv_num_heads*H={nkv * h}), got {key.shape}")
         t = key.shape[1]
-        _shape_is(k, "value", value, key.shape)
+        shape_is(k, "value", value, key.shape)
         layout = LAYOUT_BSNH
     if min(b, nq, s, h, nkv, t) < 1:
         raise UsageError(f"{k}: every dimension must be >= 1 (query {query.shape}, key {key.shape})")
     if nq % nkv:
         raise UsageError(f"{k}: q_num_heads={nq} is not a multiple of kv_num_heads={nkv}")
-    _shape_is(k, "output", output, query.shape)
+    shape_is(k, "output", output, query.shape)
     if (past_key is None) != (past_value is None) or (present_key is None) != (present_value is None):
         raise UsageError(f"{k}: give past_key with past_value and present_key with present_value")
     p = 0
@@ -116,14 +106,14 @@ def onnx_attention(lib: Library, query: np.ndarray, key: np.ndarray, value: np.n
         if past_key.ndim != 4:
             raise UsageError(f"{k}: past_key must be (B, Nkv, P, H), got {past_key.shape}")
         p = past_key.shape[2]
-        _shape_is(k, "past_key", past_key, (b, nkv, p, h))
-        _shape_is(k, "past_value", past_value, (b, nkv, p, h))
+        shape_is(k, "past_key", past_key, (b, nkv, p, h))
+        shape_is(k, "past_value", past_value, (b, nkv, p, h))
         if p < 1:
             raise UsageError(f"{k}: past_key has no rows (pass None for no past)")
     total = p + t
     if present_key is not None:
-        _shape_is(k, "present_key", present_key, (b, nkv, total, h))
-        _shape_is(k, "present_value", present_value, (b, nkv, total, h))
+        shape_is(k, "present_key", present_key, (b, nkv, total, h))
+        shape_is(k, "present_value", present_value, (b, nkv, total, h))
     mask_type, mstr = MASK_NONE, (0, 0, 0, 0)
     if attn_mask is not None:
         if attn_mask.dtype == np.bool_:
@@ -134,7 +124,7 @@ def onnx_attention(lib: Library, query: np.ndarray, key: np.ndarray, value: np.n
             raise UsageError(f"{k}: attn_mask must be bool or {query.dtype}, got {attn_mask.dtype}")
         mstr = mask_strides(k, attn_mask.shape, b, nq, s, total)
     if qk_output is not None:
-        _shape_is(k, "qk_output", qk_output, (b, nq, s, total))
+        shape_is(k, "qk_output", qk_output, (b, nq, s, total))
         if qk_matmul_output_mode not in (0, 1, 2, 3):
             raise UsageError(f"{k}: qk_matmul_output_mode must be 0..3, got {qk_matmul_output_mode!r}")
     if is_causal not in (0, 1):
@@ -145,7 +135,7 @@ def onnx_attention(lib: Library, query: np.ndarray, key: np.ndarray, value: np.n
     if softcap < 0:
         raise UsageError(f"{k}: softcap={softcap} must be >= 0 (0 = off)")
     args = lib.ffi.new("pb_onnx_attention_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype, args.layout, args.is_causal, args.mask_type = dt.onnx, layout, int(is_causal), mask_type
     args.qk_matmul_output_mode = int(qk_matmul_output_mode) if qk_output is not None else 0
     args.scale, args.softcap = float(scale), float(softcap)
@@ -175,18 +165,18 @@ def onnx_rotary_embedding(lib: Library, x: np.ndarray, cos_cache: np.ndarray, si
     (B, S)) the caches are (max_pos, rot/2); without, (B, S, rot/2). out may be x (in place)."""
     k = "onnx_rotary_embedding"
     for name, a in (("input", x), ("cos_cache", cos_cache), ("sin_cache", sin_cache)):
-        _check_array(a, name, k)
-    _check_array(out, "output", k, writeable=True)
+        check_array(a, name, k)
+    check_array(out, "output", k, writeable=True)
     dt = dtypes.of_array(x)
-    _same_dtype(k, x, cos_cache=cos_cache, sin_cache=sin_cache, output=out)
-    _shape_is(k, "output", out, x.shape)
+    same_dtype(k, "x", x, cos_cache=cos_cache, sin_cache=sin_cache, output=out)
+    shape_is(k, "output", out, x.shape)
     if x.ndim == 4:
         b, n, s, h = x.shape
-        if num_heads not in (None, 0) and _int(k, "num_heads", num_heads) != n:
+        if num_heads not in (None, 0) and check_int(k, "num_heads", num_heads, 1) != n:
             raise UsageError(f"{k}: num_heads={num_heads} contradicts the 4-D input's {n} heads")
         layout = LAYOUT_BNSH
     elif x.ndim == 3:
-        n = _int(k, "num_heads", num_heads)
+        n = check_int(k, "num_heads", num_heads, 1)
         b, s, d = x.shape
         if d % n:
             raise UsageError(f"{k}: hidden size {d} is not a multiple of num_heads={n}")
@@ -196,14 +186,14 @@ def onnx_rotary_embedding(lib: Library, x: np.ndarray, cos_cache: np.ndarray, si
         raise UsageError(f"{k}: input must be (B, N, S, H) or (B, S, N*H), got shape {x.shape}")
     if min(b, n, s, h) < 1:
         raise UsageError(f"{k}: every dimension must be >= 1, got input {x.shape}")
-    rot = _int(k, "rotary_embedding_dim", rotary_embedding_dim, 0) or h
+    rot = check_int(k, "rotary_embedding_dim", rotary_embedding_dim, 0) or h
     if rot % 2 or rot > h:
         raise UsageError(f"{k}: rotary_embedding_dim={rot} must be even and <= head size {h}")
     if interleaved not in (0, 1, True, False):
         raise UsageError(f"{k}: interleaved must be 0 or 1, got {interleaved!r}")
     max_pos = 0
     if position_ids is not None:
-        _check_array(position_ids, "position_ids", k)
+        check_array(position_ids, "position_ids", k)
         if position_ids.dtype != np.int64 or position_ids.shape != (b, s):
             raise UsageError(f"{k}: position_ids must be int64 of shape ({b}, {s}), got "
                              f"{position_ids.dtype}{position_ids.shape}")
@@ -214,10 +204,10 @@ def onnx_rotary_embedding(lib: Library, x: np.ndarray, cos_cache: np.ndarray, si
             raise UsageError(f"{k}: position_ids must lie in [0, {max_pos}), got "
                              f"[{position_ids.min()}, {position_ids.max()}]")
     else:
-        _shape_is(k, "cos_cache", cos_cache, (b, s, rot // 2))
-    _shape_is(k, "sin_cache", sin_cache, cos_cache.shape)
+        shape_is(k, "cos_cache", cos_cache, (b, s, rot // 2))
+    shape_is(k, "sin_cache", sin_cache, cos_cache.shape)
     args = lib.ffi.new("pb_onnx_rotary_embedding_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype, args.layout, args.interleaved = dt.onnx, layout, int(bool(interleaved))
     args.batch, args.seq, args.num_heads, args.head_size = b, s, n, h
     args.rotary_dim, args.max_pos = rot, max_pos

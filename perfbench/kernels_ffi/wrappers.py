@@ -10,10 +10,8 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.errors import UsageError
+from perfbench.kernels_ffi.checks import check_array, check_threads, same_dtype, set_exec, shape_is
 from perfbench.kernels_ffi.library import Library
-
-MAX_THREADS = 256
-DEVICES = {"cpu": 0, "cuda": 1}  # PB_DEVICE_*
 
 
 @dataclass
@@ -35,43 +33,17 @@ class KernelCall:
         return self.lib.time_cold(self.kernel, self.args, calls, evict)
 
 
-def _check_array(a, name: str, kernel: str, *, writeable: bool = False) -> None:
-    if not isinstance(a, np.ndarray):
-        raise UsageError(f"{kernel}: {name} must be a numpy array, got {type(a).__name__}")
-    if not a.flags.c_contiguous:
-        raise UsageError(f"{kernel}: {name} must be C-contiguous (use np.ascontiguousarray)")
-    if writeable and not a.flags.writeable:
-        raise UsageError(f"{kernel}: {name} must be writeable")
-
-
-def _check_threads(threads: int, kernel: str) -> int:
-    if not isinstance(threads, (int, np.integer)) or not 1 <= int(threads) <= MAX_THREADS:
-        raise UsageError(f"{kernel}: threads={threads!r}, expected an integer in 1..{MAX_THREADS}")
-    return int(threads)
-
-
-def _check_device(device: str, kernel: str) -> int:
-    if device not in DEVICES:
-        raise UsageError(f"{kernel}: device={device!r}, expected one of {', '.join(DEVICES)}")
-    return DEVICES[device]
-
-
-def _exec(args, threads: int, device: str = "cpu", kernel: str = "") -> None:
-    args.exec.device = _check_device(device, kernel)
-    args.exec.num_threads = threads
-
-
 def noop(lib: Library, threads: int = 1) -> KernelCall:
     args = lib.ffi.new("pb_noop_args*")
-    _exec(args, _check_threads(threads, "noop"))
+    set_exec(args, check_threads(threads, "noop"))
     return KernelCall(lib, "noop", args)
 
 
 def softmax(lib: Library, x: np.ndarray, y: np.ndarray, threads: int, device: str = "cpu") -> KernelCall:
     """Softmax over the last axis of x into y (same shape and dtype; y may be x)."""
     k = "softmax"
-    _check_array(x, "x", k)
-    _check_array(y, "y", k, writeable=True)
+    check_array(x, "x", k)
+    check_array(y, "y", k, writeable=True)
     dt = dtypes.of_array(x)
     if y.dtype != x.dtype or y.shape != x.shape:
         raise UsageError(f"{k}: y must match x (x {x.dtype}{x.shape}, y {y.dtype}{y.shape})")
@@ -80,7 +52,7 @@ def softmax(lib: Library, x: np.ndarray, y: np.ndarray, threads: int, device: st
     cols = x.shape[-1]
     rows = int(np.prod(x.shape[:-1], dtype=np.int64)) if x.ndim > 1 else 1
     args = lib.ffi.new("pb_softmax_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
     args.rows, args.cols = rows, cols
     args.x, args.y = lib.ptr(x), lib.ptr(y)
@@ -93,8 +65,8 @@ def rotary_embedding(lib: Library, x: np.ndarray, position_ids: np.ndarray, cos_
     """com.microsoft RotaryEmbedding. x: (B, S, N*H) with num_heads given, or (B, N, S, H)."""
     k = "rotary_embedding"
     for name, a in (("input", x), ("position_ids", position_ids), ("cos_cache", cos_cache), ("sin_cache", sin_cache)):
-        _check_array(a, name, k)
-    _check_array(out, "output", k, writeable=True)
+        check_array(a, name, k)
+    check_array(out, "output", k, writeable=True)
     dt = dtypes.of_array(x)
     for name, a in (("cos_cache", cos_cache), ("sin_cache", sin_cache), ("output", out)):
         if a.dtype != x.dtype:
@@ -122,7 +94,7 @@ def rotary_embedding(lib: Library, x: np.ndarray, position_ids: np.ndarray, cos_
     if position_ids.size and (position_ids.min() < 0 or position_ids.max() >= max_pos):
         raise UsageError(f"{k}: position_ids must lie in [0, {max_pos}), got [{position_ids.min()}, {position_ids.max()}]")
     args = lib.ffi.new("pb_rotary_embedding_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
     args.layout = layout
     args.interleaved = 1 if interleaved else 0
@@ -136,15 +108,15 @@ def rotary_embedding(lib: Library, x: np.ndarray, position_ids: np.ndarray, cos_
 def cast(lib: Library, src: np.ndarray, dst: np.ndarray, threads: int = 1) -> KernelCall:
     """Element type conversion to or from float32 (round to nearest even)."""
     k = "cast"
-    _check_array(src, "src", k)
-    _check_array(dst, "dst", k, writeable=True)
+    check_array(src, "src", k)
+    check_array(dst, "dst", k, writeable=True)
     s, d = dtypes.of_array(src), dtypes.of_array(dst)
     if src.size != dst.size:
         raise UsageError(f"{k}: src has {src.size} elements, dst {dst.size}")
     if dtypes.F32 not in (s, d):
         raise UsageError(f"{k}: one side must be float32, got {s.name} -> {d.name}")
     args = lib.ffi.new("pb_cast_args*")
-    _exec(args, _check_threads(threads, k))
+    set_exec(args, check_threads(threads, k))
     args.src_dtype, args.dst_dtype, args.n = s.onnx, d.onnx, src.size
     args.src, args.dst = lib.ptr(src), lib.ptr(dst)
     return KernelCall(lib, k, args, [src, dst])
@@ -157,7 +129,7 @@ def peak(lib: Library, kind: str, iters: int, threads: int) -> tuple[KernelCall,
     if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 1:
         raise UsageError(f"{kind}: iters={iters!r}, expected a positive integer")
     args = lib.ffi.new("pb_peak_args*")
-    _exec(args, _check_threads(threads, kind))
+    set_exec(args, check_threads(threads, kind))
     flops = lib.ffi.new("int64_t*")
     method = lib.ffi.new("const char**")
     sink = lib.ffi.new("float[]", threads)
@@ -168,25 +140,14 @@ def peak(lib: Library, kind: str, iters: int, threads: int) -> tuple[KernelCall,
 def read_bandwidth(lib: Library, buf: np.ndarray, threads: int) -> KernelCall:
     """Reads buf (a contiguous float32 array of at least one element) with `threads` threads."""
     k = "read_bandwidth"
-    _check_array(buf, "buf", k)
+    check_array(buf, "buf", k)
     if buf.dtype != np.float32 or buf.size < 1:
         raise UsageError(f"{k}: buf must be a non-empty float32 array, got {buf.dtype}{buf.shape}")
     args = lib.ffi.new("pb_read_args*")
-    _exec(args, _check_threads(threads, "read_bandwidth"))
+    set_exec(args, check_threads(threads, "read_bandwidth"))
     sink = lib.ffi.new("float[]", threads)
     args.buf, args.bytes, args.sink = lib.ptr(buf), buf.nbytes, sink
     return KernelCall(lib, "read_bandwidth", args, [buf, sink])
-
-
-def _same_dtype(kernel: str, ref: np.ndarray, **arrays) -> None:
-    for name, a in arrays.items():
-        if a is not None and a.dtype != ref.dtype:
-            raise UsageError(f"{kernel}: {name} dtype {a.dtype} differs from query dtype {ref.dtype}")
-
-
-def _shape_is(kernel: str, name: str, a: np.ndarray, shape: tuple) -> None:
-    if tuple(a.shape) != tuple(shape):
-        raise UsageError(f"{kernel}: {name} must have shape {tuple(shape)}, got {tuple(a.shape)}")
 
 
 def group_query_attention(lib: Library, query: np.ndarray, key: np.ndarray, value: np.ndarray,
@@ -203,11 +164,11 @@ def group_query_attention(lib: Library, query: np.ndarray, key: np.ndarray, valu
     smooth_softmax=1) are passed through: C declines them with an 'unsupported' status."""
     k = "group_query_attention"
     for name, a in (("query", query), ("key", key), ("value", value), ("seqlens_k", seqlens_k)):
-        _check_array(a, name, k)
+        check_array(a, name, k)
     for name, a in (("output", output), ("present_key", present_key), ("present_value", present_value)):
-        _check_array(a, name, k, writeable=True)
+        check_array(a, name, k, writeable=True)
     dt = dtypes.of_array(query)
-    _same_dtype(k, query, key=key, value=value, past_key=past_key, past_value=past_value, output=output,
+    same_dtype(k, "query", query, key=key, value=value, past_key=past_key, past_value=past_value, output=output,
                 present_key=present_key, present_value=present_value, cos_cache=cos_cache, sin_cache=sin_cache)
     for name, v in (("num_heads", num_heads), ("kv_num_heads", kv_num_heads)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
@@ -217,25 +178,25 @@ def group_query_attention(lib: Library, query: np.ndarray, key: np.ndarray, valu
     if query.ndim != 3 or query.shape[2] % num_heads:
         raise UsageError(f"{k}: query must be (B, S, num_heads*H), got {query.shape} with num_heads={num_heads}")
     b, s, h = query.shape[0], query.shape[1], query.shape[2] // num_heads
-    _shape_is(k, "key", key, (b, s, kv_num_heads * h))
-    _shape_is(k, "value", value, (b, s, kv_num_heads * h))
-    _shape_is(k, "output", output, query.shape)
+    shape_is(k, "key", key, (b, s, kv_num_heads * h))
+    shape_is(k, "value", value, (b, s, kv_num_heads * h))
+    shape_is(k, "output", output, query.shape)
     if present_key.ndim != 4:
         raise UsageError(f"{k}: present_key must be (B, Nkv, capacity, H), got {present_key.shape}")
     cap = present_key.shape[2]
-    _shape_is(k, "present_key", present_key, (b, kv_num_heads, cap, h))
-    _shape_is(k, "present_value", present_value, (b, kv_num_heads, cap, h))
+    shape_is(k, "present_key", present_key, (b, kv_num_heads, cap, h))
+    shape_is(k, "present_value", present_value, (b, kv_num_heads, cap, h))
     if (past_key is None) != (past_value is None):
         raise UsageError(f"{k}: give both past_key and past_value or neither")
     past_cap = 0
     if past_key is not None:
-        _check_array(past_key, "past_key", k)
-        _check_array(past_value, "past_value", k)
+        check_array(past_key, "past_key", k)
+        check_array(past_value, "past_value", k)
         if past_key.ndim != 4:
             raise UsageError(f"{k}: past_key must be (B, Nkv, capacity, H), got {past_key.shape}")
         past_cap = past_key.shape[2]
-        _shape_is(k, "past_key", past_key, (b, kv_num_heads, past_cap, h))
-        _shape_is(k, "past_value", past_value, (b, kv_num_heads, past_cap, h))
+        shape_is(k, "past_key", past_key, (b, kv_num_heads, past_cap, h))
+        shape_is(k, "past_value", past_value, (b, kv_num_heads, past_cap, h))
         if (past_key is present_key) != (past_value is present_value):
             raise UsageError(f"{k}: share both caches (present is past) or neither")
     if seqlens_k.dtype != np.int32 or seqlens_k.shape != (b,):
@@ -258,8 +219,8 @@ def group_query_attention(lib: Library, query: np.ndarray, key: np.ndarray, valu
     if do_rotary:
         if cos_cache is None or sin_cache is None:
             raise UsageError(f"{k}: do_rotary=1 needs cos_cache and sin_cache")
-        _check_array(cos_cache, "cos_cache", k)
-        _check_array(sin_cache, "sin_cache", k)
+        check_array(cos_cache, "cos_cache", k)
+        check_array(sin_cache, "sin_cache", k)
         if cos_cache.ndim != 2 or sin_cache.shape != cos_cache.shape or not 1 <= 2 * cos_cache.shape[1] <= h:
             raise UsageError(f"{k}: cos/sin caches must be (max_pos, rotary_dim/2) with rotary_dim <= {h}, "
                              f"got {cos_cache.shape}/{sin_cache.shape}")
@@ -271,7 +232,7 @@ def group_query_attention(lib: Library, query: np.ndarray, key: np.ndarray, valu
         if not np.isfinite(v):
             raise UsageError(f"{k}: {name}={v!r} must be finite")
     args = lib.ffi.new("pb_group_query_attention_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
     args.do_rotary, args.rotary_interleaved = int(do_rotary), int(rotary_interleaved)
     args.local_window_size, args.smooth_softmax = int(local_window_size), int(smooth_softmax)
@@ -303,10 +264,10 @@ def multi_head_attention(lib: Library, query: np.ndarray, key: np.ndarray, value
     (B, P + Skv), > 0 = keep."""
     k = "multi_head_attention"
     for name, a in (("query", query), ("key", key), ("value", value)):
-        _check_array(a, name, k)
-    _check_array(output, "output", k, writeable=True)
+        check_array(a, name, k)
+    check_array(output, "output", k, writeable=True)
     dt = dtypes.of_array(query)
-    _same_dtype(k, query, key=key, value=value, output=output, past_key=past_key, past_value=past_value,
+    same_dtype(k, "query", query, key=key, value=value, output=output, past_key=past_key, past_value=past_value,
                 present_key=present_key, present_value=present_value)
     if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or num_heads < 1:
         raise UsageError(f"{k}: num_heads must be a positive integer, got {num_heads!r}")
@@ -317,28 +278,28 @@ def multi_head_attention(lib: Library, query: np.ndarray, key: np.ndarray, value
     if key.ndim != 3 or key.shape[0] != b or key.shape[2] != d:
         raise UsageError(f"{k}: key must be (B={b}, kv_seq, {d}), got {key.shape}")
     skv = key.shape[1]
-    _shape_is(k, "value", value, key.shape)
-    _shape_is(k, "output", output, query.shape)
+    shape_is(k, "value", value, key.shape)
+    shape_is(k, "output", output, query.shape)
     if (past_key is None) != (past_value is None) or (present_key is None) != (present_value is None):
         raise UsageError(f"{k}: give past_key with past_value and present_key with present_value")
     past = 0
     if past_key is not None:
         if present_key is None:
             raise UsageError(f"{k}: past_key needs present_key/present_value (ORT's output is wrong without them)")
-        _check_array(past_key, "past_key", k)
-        _check_array(past_value, "past_value", k)
+        check_array(past_key, "past_key", k)
+        check_array(past_value, "past_value", k)
         if past_key.ndim != 4 or past_key.shape[:2] != (b, num_heads) or past_key.shape[3] != h:
             raise UsageError(f"{k}: past_key must be (B, N, P, H) = ({b}, {num_heads}, P, {h}), got {past_key.shape}")
         past = past_key.shape[2]
-        _shape_is(k, "past_value", past_value, past_key.shape)
+        shape_is(k, "past_value", past_value, past_key.shape)
     total = past + skv
     if present_key is not None:
-        _check_array(present_key, "present_key", k, writeable=True)
-        _check_array(present_value, "present_value", k, writeable=True)
-        _shape_is(k, "present_key", present_key, (b, num_heads, total, h))
-        _shape_is(k, "present_value", present_value, (b, num_heads, total, h))
+        check_array(present_key, "present_key", k, writeable=True)
+        check_array(present_value, "present_value", k, writeable=True)
+        shape_is(k, "present_key", present_key, (b, num_heads, total, h))
+        shape_is(k, "present_value", present_value, (b, num_heads, total, h))
     if key_padding_mask is not None:
-        _check_array(key_padding_mask, "key_padding_mask", k)
+        check_array(key_padding_mask, "key_padding_mask", k)
         if key_padding_mask.dtype != np.int32 or key_padding_mask.shape != (b, total):
             raise UsageError(f"{k}: key_padding_mask must be int32 ({b}, {total}), got "
                              f"{key_padding_mask.dtype}{key_padding_mask.shape}")
@@ -352,7 +313,7 @@ def multi_head_attention(lib: Library, query: np.ndarray, key: np.ndarray, value
         if not np.isfinite(v):
             raise UsageError(f"{k}: {name}={v!r} must be finite")
     args = lib.ffi.new("pb_multi_head_attention_args*")
-    _exec(args, _check_threads(threads, k), device, k)
+    set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
     args.unidirectional = int(unidirectional)
     args.scale, args.mask_filter_value = float(scale), float(mask_filter_value)

@@ -1,6 +1,6 @@
 """Shared pieces of the elementwise ops (Add, Mul, Gelu, FastGelu, BiasGelu, Sigmoid, QuickGelu,
-ReduceMean): shape and number strings for case parameters, float64 references, tail lengths, and
-node checks for from_node."""
+ReduceMean): shape and number strings for case parameters, float64 references, tail lengths.
+(from_node's node checks: _node_helpers.)"""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import math
 import numpy as np
 from scipy import special
 
-from perfbench import dtypes
 from perfbench.errors import UsageError
-from perfbench.ops.base import NodeInfo, NodeUnsupported
 
 MAX_RANK = 8  # the native kernels' limit (pb_binary_args)
 SCALAR = "scalar"  # the shape string of a rank-0 tensor
@@ -96,42 +94,3 @@ def rows_cols(shape) -> tuple[int, int]:
     if not len(shape):
         return 1, 1
     return size(shape[:-1]), int(shape[-1])
-
-
-# ---- from_node helpers ----
-
-def node_float_dtype(node: NodeInfo, what: str) -> str:
-    """The node's float element type, or NodeUnsupported."""
-    if node.dtype not in ("f32", "f16", "bf16"):
-        raise NodeUnsupported(f"{what}: element type {node.dtype or 'unknown'} is not implemented (float32, float16, "
-                              "bfloat16 are)")
-    return node.dtype
-
-
-def node_inputs(node: NodeInfo, what: str, least: int, most: int) -> list:
-    """The node's inputs [(dtype, shape) or None] after checking their count (UsageError)."""
-    n = len(node.inputs)
-    while n and node.inputs[n - 1] is None:
-        n -= 1
-    if not least <= n <= most:
-        want = str(least) if least == most else f"{least}..{most}"
-        raise UsageError(f"{what}: {want} inputs expected, the node has {n}")
-    for i in range(least):
-        if node.inputs[i] is None:
-            raise UsageError(f"{what}: input {i} is required")
-    return list(node.inputs) + [None] * (most - len(node.inputs))
-
-
-def same_float_inputs(node: NodeInfo, what: str, indices) -> None:
-    """The given node inputs have the node's float type (UsageError otherwise)."""
-    want = dtypes.get(node.dtype).numpy
-    for i in indices:
-        if node.inputs[i] is not None and np.dtype(node.inputs[i][0]) != want:
-            raise UsageError(f"{what}: input {i} is {np.dtype(node.inputs[i][0])}, input 0 is {want}")
-
-
-def check_outputs(node: NodeInfo, what: str, count: int = 1) -> None:
-    if len([o for o in node.outputs]) < 1 or not node.outputs[0]:
-        raise UsageError(f"{what}: the node has no output")
-    if len(node.outputs) > count:
-        raise UsageError(f"{what}: {count} output(s) expected, the node has {len(node.outputs)}")

@@ -1,7 +1,7 @@
 """Shared helpers of the data-movement ops (Transpose, Gather, Concat, ScatterND, Trilu):
-shape strings in case ids, the float64 ONNX reference of one node, the node checks of
-from_node, and Gather's embedding tables (generated once per seed into a read-only
-memory-mapped cache file that every worker process maps)."""
+shape strings in case ids and Gather's embedding tables
+(generated once per seed into a read-only memory-mapped cache file that every worker process
+maps)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.errors import UsageError
-from perfbench.ops.base import NodeInfo, NodeUnsupported
 
 MAX_RANK = 8  # what the kernels take (PB_MOVEMENT_MAX_RANK)
 TABLE_CAP_BYTES = 1 << 30  # Gather tables: at most 1 GiB in the widest dtype (f32)
@@ -40,72 +39,6 @@ def shape_str(shape) -> str:
 
 def prod(dims) -> int:
     return int(np.prod(dims, dtype=np.int64)) if len(dims) else 1
-
-
-# ---- the float64 reference of one ONNX node --------------------------------------------------
-
-def onnx_reference(op_type: str, inputs: list, opset: int, n_outputs: int = 1, **attrs) -> list:
-    """onnx.reference's evaluation of one ai.onnx node: float arrays go in as float64, integer
-    arrays as they are (None: an absent optional input)."""
-    from onnx import TensorProto, helper
-    from onnx.reference import ReferenceEvaluator
-
-    names, vinfo, feeds = [], [], {}
-    for i, a in enumerate(inputs):
-        if a is None:
-            names.append("")
-            continue
-        a = np.asarray(a)
-        if a.dtype.kind == "f" or a.dtype in {d.numpy for d in dtypes.ALL}:
-            a = a.astype(np.float64)
-        n = f"in{i}"
-        names.append(n)
-        vinfo.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)))
-        feeds[n] = a
-    outs = [f"out{j}" for j in range(n_outputs)]
-    graph = helper.make_graph([helper.make_node(op_type, names, outs, **attrs)], op_type.lower(), vinfo,
-                              [helper.make_tensor_value_info(o, TensorProto.DOUBLE, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    return ReferenceEvaluator(model).run(None, feeds)
-
-
-# ---- from_node helpers -----------------------------------------------------------------------
-
-def node_float_dtype(node: NodeInfo, op: str) -> str:
-    if node.dtype not in ("f32", "f16", "bf16"):
-        first = node.inputs[0][0] if node.inputs and node.inputs[0] is not None else None
-        what = node.dtype or (np.dtype(first).name if first is not None else "non-float")
-        raise NodeUnsupported(f"{op} on {what} tensors: our kernels take float32, float16 and bfloat16 only")
-    return node.dtype
-
-
-def node_inputs(node: NodeInfo, op: str, lo: int, hi: int) -> list:
-    """The node's inputs (dtype, shape) after checking their count is lo..hi (ONNX)."""
-    n = len(node.inputs)
-    while n and node.inputs[n - 1] is None:  # trailing absent optionals
-        n -= 1
-    if not lo <= n <= hi:
-        raise UsageError(f"{op} node has {n} inputs, ONNX expects {lo}" + (f"..{hi}" if hi != lo else ""))
-    for i in range(lo):
-        if node.inputs[i] is None:
-            raise UsageError(f"{op} node: required input {i} is absent")
-    return list(node.inputs[:n])
-
-
-def node_shape(node: NodeInfo, index: int, op: str) -> tuple:
-    shape = tuple(int(d) for d in node.inputs[index][1])
-    if any(d == 0 for d in shape):
-        raise NodeUnsupported(f"{op} on an empty tensor (input {index} has shape {shape}): not implemented")
-    return shape
-
-
-def node_axis(node: NodeInfo, op: str, rank: int, default: int | None = 0) -> int:
-    axis = node.attr("axis", default)
-    if axis is None:
-        raise UsageError(f"{op} node has no axis attribute (ONNX requires it)")
-    if not -rank <= int(axis) < rank:
-        raise UsageError(f"{op} node: axis={axis} is outside [-{rank}, {rank}) for rank {rank}")
-    return int(axis) % rank
 
 
 # ---- Gather's embedding tables ---------------------------------------------------------------

@@ -31,6 +31,7 @@ import numpy as np
 from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import norms as ffi_norms
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param
 
 OFFSET_ROW = 4.0  # added to the last row of x: its mean is far from 0
@@ -359,48 +360,11 @@ def m_skip_blocks(op, case, x):
 
 # ---- `perfbench node` helpers ----
 
-FLOAT_DTYPES = {np.dtype(d.numpy): d.name for d in dtypes.ALL}
-
-
-def node_dtype(node: NodeInfo) -> str:
-    if node.dtype not in ("f32", "f16", "bf16"):
-        x = node.inputs[0] if node.inputs else None
-        what = x[0] if x is not None else node.dtype
-        raise NodeUnsupported(f"{node.op_type} on {what} inputs is not implemented (float32, float16, bfloat16 are)")
-    return node.dtype
-
-
-def check_input_count(node: NodeInfo, lo: int, hi: int) -> None:
-    k = len(node.inputs)
-    if not lo <= k <= hi or any(node.inputs[i] is None for i in range(lo)):
-        raise UsageError(f"{node.op_type}: needs {lo}..{hi} inputs with the first {lo} present, got {k}")
-    if not node.outputs or not node.outputs[0]:
-        raise UsageError(f"{node.op_type}: output 0 is required")
-
-
-def check_attrs(node: NodeInfo, known: tuple) -> None:
-    for a in node.attrs:
-        if a not in known:
-            raise NodeUnsupported(f"{node.op_type}: attribute {a!r} is not implemented (known: {', '.join(known)})")
-
-
 def node_eps(node: NodeInfo, default: float) -> str:
     eps = node.attr("epsilon", default)
     if not isinstance(eps, (int, float)) or not math.isfinite(float(np.float32(eps))) or eps < 0:
         raise NodeUnsupported(f"{node.op_type}: epsilon={eps!r} is not implemented (a finite value >= 0 is)")
     return eps_text(eps)
-
-
-def same_dtype(node: NodeInfo, index: int, what: str, dt: str) -> tuple:
-    t, shape = node.inputs[index]
-    if FLOAT_DTYPES.get(np.dtype(t)) != dt:
-        raise NodeUnsupported(f"{node.op_type}: {what} of type {np.dtype(t)} with {dt} input is not implemented "
-                              f"(mixed element types)")
-    return tuple(shape)
-
-
-def wanted(node: NodeInfo, index: int) -> bool:
-    return index < len(node.outputs) and bool(node.outputs[index])
 
 
 def from_axis_node(op: NormOp, node: NodeInfo, *, min_opset: int = 0) -> NodeBinding:
@@ -409,11 +373,10 @@ def from_axis_node(op: NormOp, node: NodeInfo, *, min_opset: int = 0) -> NodeBin
     name = node.op_type
     if node.opset < min_opset:
         raise UsageError(f"{name}: needs opset >= {min_opset} of the default domain, the model imports {node.opset}")
-    check_input_count(node, 2, len(op.in_slots))
-    if len(node.outputs) > len(op.out_slots):
-        raise UsageError(f"{name}: has at most {len(op.out_slots)} outputs, the node names {len(node.outputs)}")
-    check_attrs(node, ("axis", "epsilon", "stash_type"))
-    dt = node_dtype(node)
+    ins = nh.node_inputs(node, name, 2, len(op.in_slots))
+    nh.check_outputs(node, name, len(op.out_slots))
+    nh.check_attrs(node, name, ("axis", "epsilon", "stash_type"))
+    nh.node_float_dtype(node, name)
     stash = node.attr("stash_type", 1)
     if stash != 1:
         raise NodeUnsupported(f"{name}: stash_type={stash} is not implemented (only 1: float32 statistics)")
@@ -428,11 +391,12 @@ def from_axis_node(op: NormOp, node: NodeInfo, *, min_opset: int = 0) -> NodeBin
     rows, hidden = math.prod(xshape[:a]), math.prod(xshape[a:])
     if rows == 0 or hidden == 0:
         raise NodeUnsupported(f"{name}: an empty X {xshape} is not implemented")
-    for i in range(1, len(node.inputs)):
-        if node.inputs[i] is None:
+    for i in range(1, len(ins)):
+        if ins[i] is None:
             continue
         what = op.in_names[op.in_slots[i]]
-        shape = tuple(same_dtype(node, i, what, dt))
+        nh.same_float_inputs(node, name, (i,), NodeUnsupported)
+        shape = tuple(ins[i][1])
         want = tuple(xshape[a:])
         try:
             np.broadcast_shapes(shape, want)
@@ -449,12 +413,12 @@ def from_axis_node(op: NormOp, node: NodeInfo, *, min_opset: int = 0) -> NodeBin
         params["beta"] = int(len(node.inputs) > 2 and node.inputs[2] is not None)
     stats_slots = [i for i, k in enumerate(op.out_slots) if k in ("mean", "inv_std")]
     if stats_slots:
-        params["stats"] = int(any(wanted(node, i) for i in stats_slots))
+        params["stats"] = int(any(nh.wanted(node, i) for i in stats_slots))
     case = op.make_case(params, f"{name} node")
     inputs = {op.in_names[k]: i for i, k in enumerate(op.in_slots) if i < len(node.inputs) and node.inputs[i] is not None}
     stats_shape = xshape[:a] + (1,) * (rank - a)
     outputs = {op.out_names["y"]: (0, xshape)}
-    outputs.update({op.out_names[op.out_slots[i]]: (i, stats_shape) for i in stats_slots if wanted(node, i)})
+    outputs.update({op.out_names[op.out_slots[i]]: (i, stats_shape) for i in stats_slots if nh.wanted(node, i)})
     return NodeBinding(case, inputs, outputs)
 
 
@@ -462,18 +426,18 @@ def from_skip_node(op: NormOp, node: NodeInfo) -> NodeBinding:
     """SkipLayerNormalization, SkipSimplifiedLayerNormalization (com.microsoft): input (B, S, H)
     or (T, H); skip of the input's shape, or (S, H) / (k, S, H) repeated over the batch."""
     name = node.op_type
-    check_input_count(node, 3, len(op.in_slots))
-    if len(node.outputs) > len(op.out_slots):
-        raise UsageError(f"{name}: has at most {len(op.out_slots)} outputs, the node names {len(node.outputs)}")
-    check_attrs(node, ("epsilon",))
-    dt = node_dtype(node)
+    ins = nh.node_inputs(node, name, 3, len(op.in_slots))
+    nh.check_outputs(node, name, len(op.out_slots))
+    nh.check_attrs(node, name, ("epsilon",))
+    nh.node_float_dtype(node, name)
     xshape = tuple(node.inputs[0][1])
     if len(xshape) not in (2, 3):
         raise UsageError(f"{name}: input must be 3-D (batch, sequence, hidden) or 2-D (tokens, hidden), got {xshape}")
     hidden, rows = xshape[-1], math.prod(xshape[:-1])
     if rows == 0 or hidden == 0:
         raise NodeUnsupported(f"{name}: an empty input {xshape} is not implemented")
-    sk = same_dtype(node, 1, "skip", dt)
+    nh.same_float_inputs(node, name, (1,), NodeUnsupported)
+    sk = tuple(ins[1][1])
     if sk == xshape:
         skip_rows = 0
     elif len(xshape) == 3 and len(sk) == 2 and sk == xshape[1:]:
@@ -486,14 +450,15 @@ def from_skip_node(op: NormOp, node: NodeInfo) -> NodeBinding:
     else:
         raise UsageError(f"{name}: skip of shape {sk} does not fit input {xshape} (the input's shape, or "
                          f"(S, H) / (1, S, H) for a 3-D input)")
-    for i in range(2, len(node.inputs)):
-        if node.inputs[i] is None:
+    for i in range(2, len(ins)):
+        if ins[i] is None:
             continue
         what = op.in_names[op.in_slots[i]]
-        if same_dtype(node, i, what, dt) != (hidden,):
+        nh.same_float_inputs(node, name, (i,), NodeUnsupported)
+        if tuple(ins[i][1]) != (hidden,):
             raise UsageError(f"{name}: {what} must be 1-D of the hidden size {hidden}, got {node.inputs[i][1]}")
     for i, k in enumerate(op.out_slots):
-        if k is None and wanted(node, i):
+        if k is None and nh.wanted(node, i):
             raise NodeUnsupported(f"{name}: output {i} ({node.outputs[i]!r}, 'mean') is not implemented: a "
                                   f"simplified norm has no mean (ORT writes zeros there)")
     present = {k for i, k in enumerate(op.in_slots) if i < len(node.inputs) and node.inputs[i] is not None}
@@ -501,32 +466,14 @@ def from_skip_node(op: NormOp, node: NodeInfo) -> NodeBinding:
     if "beta" in op.in_slots:
         params["beta"] = int("beta" in present)
     stats_slots = [i for i, k in enumerate(op.out_slots) if k in ("mean", "inv_std")]
-    params["stats"] = int(any(wanted(node, i) for i in stats_slots))
-    params["sum"] = int(wanted(node, op.out_slots.index("sum")))
+    params["stats"] = int(any(nh.wanted(node, i) for i in stats_slots))
+    params["sum"] = int(nh.wanted(node, op.out_slots.index("sum")))
     params["eps"] = node_eps(node, 1e-12)
     case = op.make_case(params, f"{name} node")
     inputs = {op.in_names[k]: i for i, k in enumerate(op.in_slots) if k in present}
     outputs = {}
     for i, k in enumerate(op.out_slots):
-        if k is not None and wanted(node, i):
+        if k is not None and nh.wanted(node, i):
             outputs[op.out_names[k]] = (i, xshape[:-1] + (1,) if k in ("mean", "inv_std") else xshape)
     return NodeBinding(case, inputs, outputs)
 
-
-def onnx_reference(op: NormOp, case: Case, inputs: dict) -> dict:
-    """onnx.reference's own implementation of an ONNX-standard op (LayerNormalization,
-    RMSNormalization), evaluated on float64 inputs: every input and output typed double."""
-    from onnx import TensorProto, helper
-    from onnx.reference import ReferenceEvaluator
-
-    spec = op.graph(case)
-    ins = [n for n, _, _ in spec.inputs if n]
-    outs = [o[0] for o in spec.outputs if o[0]]
-    graph = helper.make_graph(
-        [helper.make_node(spec.op_type, [n for n, _, _ in spec.inputs], [o[0] for o in spec.outputs], **spec.attrs)],
-        spec.op_type,
-        [helper.make_tensor_value_info(n, TensorProto.DOUBLE, list(s)) for n, _, s in spec.inputs if n],
-        [helper.make_tensor_value_info(o[0], TensorProto.DOUBLE, list(o[1])) for o in spec.outputs if o[0]])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", spec.opset)])
-    got = ReferenceEvaluator(model).run(None, {n: np.asarray(inputs[n], dtype=np.float64) for n in ins})
-    return {n: np.asarray(v, dtype=np.float64) for n, v in zip(outs, got)}

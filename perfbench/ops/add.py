@@ -10,6 +10,8 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
+from perfbench.ops import _node_helpers as nh
+from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
@@ -18,20 +20,6 @@ def _shapes(case: Case) -> tuple:
     return a, b, tuple(np.broadcast_shapes(a, b))
 
 
-def _onnx_reference(op_type: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """onnx.reference's Add / Mul (opset 14) evaluated on float64 inputs."""
-    from onnx import TensorProto, helper
-    from onnx.reference import ReferenceEvaluator
-
-    y = list(np.broadcast_shapes(a.shape, b.shape))
-    graph = helper.make_graph(
-        [helper.make_node(op_type, ["a", "b"], ["y"])], op_type.lower(),
-        [helper.make_tensor_value_info("a", TensorProto.DOUBLE, list(a.shape)),
-         helper.make_tensor_value_info("b", TensorProto.DOUBLE, list(b.shape))],
-        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, y)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    return np.asarray(ReferenceEvaluator(model).run(None, {"a": np.asarray(a, np.float64),
-                                                           "b": np.asarray(b, np.float64)})[0])
 
 
 def _ufunc(op) -> np.ufunc:
@@ -103,7 +91,7 @@ class BinaryOp(Op):
         return fn(lib, inputs["A"], inputs["B"], outputs["C"], threads, device=device)
 
     def oracle(self, case: Case, inputs: dict) -> dict:
-        return {"C": _onnx_reference(self.onnx_op, inputs["A"], inputs["B"])}
+        return {"C": np.asarray(ref.evaluate(self.onnx_op, [inputs["A"], inputs["B"]], opset=14)[0])}
 
     def row_sizes(self, case: Case) -> dict:
         y = _shapes(case)[2]
@@ -120,10 +108,10 @@ class BinaryOp(Op):
         what = f"{self.onnx_op} (opset {node.opset})"
         if node.opset < 7:
             raise NodeUnsupported(f"{what}: opsets before 7 (legacy broadcast/axis attributes) are not implemented")
-        ins = el.node_inputs(node, what, 2, 2)
-        el.check_outputs(node, what)
-        el.node_float_dtype(node, what)
-        el.same_float_inputs(node, what, (0, 1))
+        ins = nh.node_inputs(node, what, 2, 2)
+        nh.check_outputs(node, what)
+        nh.node_float_dtype(node, what)
+        nh.same_float_inputs(node, what, (0, 1))
         sa, sb = tuple(ins[0][1]), tuple(ins[1][1])
         try:
             y = tuple(np.broadcast_shapes(sa, sb))

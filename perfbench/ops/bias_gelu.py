@@ -3,9 +3,9 @@ over the rows (the exact erf form of Gelu)."""
 
 from __future__ import annotations
 
-from perfbench.ops import _eltwise as el
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops.base import Case, GraphSpec, NodeBinding, NodeInfo, register
-from perfbench.ops.gelu import _BIAS_MUTANTS, _COMMON_MUTANTS, COLS, ROWS, GeluFamily
+from perfbench.ops.gelu import BIAS_MUTANTS, COLS, COMMON_MUTANTS, ROWS, GeluFamily
 
 
 @register
@@ -20,7 +20,7 @@ class BiasGelu(GeluFamily):
     kernel = "gelu"
     inp, bias_name, out = "A", "B", "C"
     params = (ROWS, COLS)
-    mutants = _COMMON_MUTANTS + _BIAS_MUTANTS
+    mutants = COMMON_MUTANTS + BIAS_MUTANTS
     node_types = (("com.microsoft", "BiasGelu"),)
 
     def uses_tanh(self, case: Case) -> bool:
@@ -36,7 +36,7 @@ class BiasGelu(GeluFamily):
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
         what = "com.microsoft::BiasGelu"
-        el.node_inputs(node, what, 2, 2)
+        nh.node_inputs(node, what, 2, 2)
         rows, cols, shape = self._node_rows_cols(node, what)
         self._node_bias(node, what, 1, cols)
         case = self.make_case({"rows": rows, "cols": cols}, what)

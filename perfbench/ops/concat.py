@@ -10,6 +10,8 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
+from perfbench.ops import _node_helpers as nh
+from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
@@ -88,7 +90,7 @@ class Concat(Op):
         return mvk.concat(lib, [inputs["past"], inputs["new"]], outputs["present"], 2, threads, device=device)
 
     def oracle(self, case: Case, inputs: dict) -> dict:
-        return {"present": mv.onnx_reference("Concat", [inputs["past"], inputs["new"]], 13, axis=2)[0]}
+        return {"present": ref.evaluate("Concat", [inputs["past"], inputs["new"]], opset=13, axis=2)[0]}
 
     def row_sizes(self, case: Case) -> dict:
         return {"present": case.p["head_size"]}
@@ -98,14 +100,14 @@ class Concat(Op):
         return 2.0 * mv.prod(_shape(case, p["past"] + p["new"])) * dtype.itemsize
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
-        ins = mv.node_inputs(node, "Concat", 1, 2**31)
-        mv.node_float_dtype(node, "Concat")
+        ins = nh.node_inputs(node, "Concat node", 1)
+        nh.node_float_dtype(node, "Concat node")
         if len(ins) != 2:
             raise NodeUnsupported(f"Concat of {len(ins)} inputs: our case takes two (past ++ new)")
-        a, b = mv.node_shape(node, 0, "Concat"), mv.node_shape(node, 1, "Concat")
+        a, b = nh.node_shape(node, 0, "Concat node"), nh.node_shape(node, 1, "Concat node")
         if len(a) == 0 or len(a) != len(b):
             raise UsageError(f"Concat node: inputs of shapes {a} and {b} (need the same rank >= 1)")
-        ax = mv.node_axis(node, "Concat", len(a), default=None)
+        ax = nh.node_axis(node, "Concat node", len(a), default=None)
         if a[:ax] != b[:ax] or a[ax + 1:] != b[ax + 1:]:
             raise UsageError(f"Concat node: shapes {a} and {b} differ off axis {ax}")
         # (outer, extent, inner) of any axis = (batch, heads=1, rows, head_size) along axis 2

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from perfbench.ops import _eltwise as el
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops.base import Case, GraphSpec, NodeBinding, NodeInfo, Param, register
-from perfbench.ops.gelu import _BIAS_MUTANTS, _COMMON_MUTANTS, COLS, ROWS, GeluFamily
+from perfbench.ops.gelu import BIAS_MUTANTS, COLS, COMMON_MUTANTS, ROWS, GeluFamily
 
 
 @register
@@ -21,7 +21,7 @@ class FastGelu(GeluFamily):
     kernel = "gelu"
     inp, bias_name, out = "X", "bias", "Y"
     params = (ROWS, COLS, Param("bias", int, 1, choices=(0, 1), help="1: the optional bias input (cols) is given"))
-    mutants = _COMMON_MUTANTS + _BIAS_MUTANTS
+    mutants = COMMON_MUTANTS + BIAS_MUTANTS
     node_types = (("com.microsoft", "FastGelu"),)
 
     def uses_tanh(self, case: Case) -> bool:
@@ -37,7 +37,7 @@ class FastGelu(GeluFamily):
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
         what = "com.microsoft::FastGelu"
-        ins = el.node_inputs(node, what, 1, 2)
+        ins = nh.node_inputs(node, what, 1, 2)
         rows, cols, shape = self._node_rows_cols(node, what)
         bias = ins[1] is not None
         if bias:

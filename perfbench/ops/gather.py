@@ -15,6 +15,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 INDEX_DTYPES = {"int64": np.int64, "int32": np.int32}
@@ -137,9 +138,9 @@ class Gather(Op):
         return 2.0 * p["outer"] * ids * p["hidden"] * dtype.itemsize + ids * np.dtype(INDEX_DTYPES[p["index"]]).itemsize
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
-        mv.node_inputs(node, "Gather", 2, 2)
-        mv.node_float_dtype(node, "Gather")
-        shape = mv.node_shape(node, 0, "Gather")
+        nh.node_inputs(node, "Gather node", 2, 2)
+        nh.node_float_dtype(node, "Gather node")
+        shape = nh.node_shape(node, 0, "Gather node")
         if len(shape) == 0:
             raise UsageError("Gather node: data must have rank >= 1")
         idt, ishape = node.inputs[1]
@@ -149,7 +150,7 @@ class Gather(Op):
         n = mv.prod(ishape)
         if n == 0:
             raise NodeUnsupported(f"Gather with empty indices (shape {tuple(ishape)}): not implemented")
-        ax = mv.node_axis(node, "Gather", len(shape))
+        ax = nh.node_axis(node, "Gather node", len(shape))
         nbytes = mv.prod(shape) * dtypes.get(node.dtype).itemsize
         if nbytes > mv.TABLE_CAP_BYTES:
             raise NodeUnsupported(f"Gather on a {nbytes / 2**30:.2f} GiB table: perfbench generates tables of at most "

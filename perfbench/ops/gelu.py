@@ -13,6 +13,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 ROWS = Param("rows", int, None, minimum=1, help="rows (tokens)")
@@ -122,8 +123,8 @@ class GeluFamily(Op):
 
     # ---- perfbench node helpers ----
     def _node_rows_cols(self, node: NodeInfo, what: str) -> tuple[int, int, tuple]:
-        el.check_outputs(node, what)
-        el.node_float_dtype(node, what)
+        nh.check_outputs(node, what)
+        nh.node_float_dtype(node, what)
         shape = tuple(node.inputs[0][1])
         if 0 in shape:
             raise NodeUnsupported(f"{what}: zero-size input {shape} is not implemented")
@@ -131,19 +132,19 @@ class GeluFamily(Op):
         return rows, cols, shape
 
     def _node_bias(self, node: NodeInfo, what: str, index: int, cols: int) -> None:
-        el.same_float_inputs(node, what, (0, index))
+        nh.same_float_inputs(node, what, (0, index))
         bshape = tuple(node.inputs[index][1])
         if bshape != (cols,):
             raise UsageError(f"{what}: bias must be 1-D of the input's last axis ({cols},), got {bshape}")
 
 
-_COMMON_MUTANTS = (
+COMMON_MUTANTS = (
     Mutant("tail elements ignored", _m_tail),
     Mutant("x * sigmoid(1.702 x) instead", _m_quick),
     Mutant("the other Gelu form", _m_other_form),
     Mutant("last row zeroed", _m_zero_row),
 )
-_BIAS_MUTANTS = (
+BIAS_MUTANTS = (
     Mutant("bias ignored", _m_bias_ignored, lambda case: case.p.get("bias", 1) == 1),
     Mutant("bias added after the activation", _m_bias_after, lambda case: case.p.get("bias", 1) == 1),
 )
@@ -162,7 +163,7 @@ class Gelu(GeluFamily):
     kernel = "gelu"
     params = (ROWS, COLS, Param("approximate", str, "none", choices=("none", "tanh"),
                                 help="none: the exact erf form; tanh: the tanh approximation"))
-    mutants = _COMMON_MUTANTS
+    mutants = COMMON_MUTANTS
     node_types = (("", "Gelu"), ("com.microsoft", "Gelu"))
 
     def uses_tanh(self, case: Case) -> bool:
@@ -175,7 +176,7 @@ class Gelu(GeluFamily):
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
         what = f"{node.domain + '::' if node.domain else ''}Gelu"
-        el.node_inputs(node, what, 1, 1)
+        nh.node_inputs(node, what, 1, 1)
         if node.domain == "":
             if node.opset < 20:
                 raise UsageError(f"{what}: ai.onnx Gelu exists from opset 20, the model imports opset {node.opset}")

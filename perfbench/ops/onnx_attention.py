@@ -25,7 +25,8 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import onnx_attn as kernels
 from perfbench.ops import _attention as att
-from perfbench.ops._onnx_attn import float_param, float_text, reference_run
+from perfbench.ops._onnx_attn import float_param, float_text
+from perfbench.ops._reference import evaluate_spec
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 MASK_SHAPES = ("sk", "nsk", "b1sk", "bnsk")  # (S,T) (Nq,S,T) (B,1,S,T) (B,Nq,S,T), T = P + kv_seq
@@ -337,7 +338,7 @@ class OnnxAttention(Op):
 
     def oracle(self, case: Case, inputs: dict) -> dict:
         # an ONNX-standard op: the truth is ONNX's own reference implementation, in float64
-        return reference_run(self.graph(case), inputs)
+        return evaluate_spec(self.graph(case), inputs)
 
     def ort_departure(self, case: Case) -> str:
         p = case.p

@@ -16,7 +16,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import onnx_attn as kernels
 from perfbench.ops import _attention as att
-from perfbench.ops._onnx_attn import reference_run
+from perfbench.ops._reference import evaluate_spec
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 RAGGED_STEP = 37  # batch row b starts 37*b positions later than row 0
@@ -227,7 +227,7 @@ class OnnxRotaryEmbedding(Op):
 
     def oracle(self, case: Case, inputs: dict) -> dict:
         # an ONNX-standard op: the truth is ONNX's own reference implementation, in float64
-        return reference_run(self.graph(case), inputs)
+        return evaluate_spec(self.graph(case), inputs)
 
     def row_sizes(self, case: Case) -> dict:
         return {"Y": case.p["head_size"]}

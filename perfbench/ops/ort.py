@@ -103,13 +103,13 @@ def is_missing_kernel(exc: Exception, model: bytes | None = None) -> bool:
     return False
 
 
-def _element_type(a: np.ndarray):
+def element_type(a: np.ndarray):
     """What IOBinding takes as an array's element type: the numpy dtype, or the ONNX code for
     bfloat16 (ORT's Python binding does not know ml_dtypes' bfloat16)."""
     return dtypes.BF16.onnx if a.dtype == dtypes.BF16.numpy else a.dtype
 
 
-def _ortvalue(a: np.ndarray) -> ort.OrtValue:
+def ortvalue(a: np.ndarray) -> ort.OrtValue:
     """An OrtValue over the array's own memory (no copy; read-only arrays included)."""
     if a.dtype == dtypes.BF16.numpy:
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a, dtypes.BF16.onnx)
@@ -131,7 +131,7 @@ class Bound:
         for name, _, _ in spec.inputs:
             if not name:
                 continue
-            value = _ortvalue(inputs[name])
+            value = ortvalue(inputs[name])
             self._keep.append(value)
             for k in range(copies):
                 self.binding.bind_ortvalue_input(f"{name}__{k}", value)
@@ -141,7 +141,7 @@ class Bound:
                 continue
             buf = outputs[name]
             for k in range(copies):
-                self.binding.bind_output(f"{name}__{k}", "cpu", 0, _element_type(buf), list(buf.shape), buf.ctypes.data)
+                self.binding.bind_output(f"{name}__{k}", "cpu", 0, element_type(buf), list(buf.shape), buf.ctypes.data)
         # Bound methods looked up once: the timed call is one Python call into ORT. (No
         # RunOptions: passing one costs ~70 us per run with ORT 1.31's Python binding here.)
         self._run = self.session.run_with_iobinding

@@ -11,6 +11,7 @@ import numpy as np
 
 from perfbench.errors import UsageError
 from perfbench.ops import _eltwise as el
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Param, register
 from perfbench.ops.sigmoid import COLS, ROWS, SigmoidFamily, _m_sign, _m_tail, _m_zero_row
 
@@ -70,9 +71,7 @@ class QuickGelu(SigmoidFamily):
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
         what = "com.microsoft::QuickGelu"
-        for a in node.attrs:
-            if a != "alpha":
-                raise NodeUnsupported(f"{what}: attribute {a!r} is not implemented (known: alpha)")
+        nh.check_attrs(node, what, ("alpha",))
         alpha = node.attr("alpha", 1.702)
         if not isinstance(alpha, float):  # ORT refuses the model too ("Mismatched attribute type")
             raise UsageError(f"{what}: alpha={alpha!r} must be a FLOAT attribute (e.g. alpha=1.702), "

@@ -13,6 +13,8 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
+from perfbench.ops import _node_helpers as nh
+from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
@@ -51,19 +53,10 @@ def _axes_input(case: Case) -> np.ndarray | None:
 
 def _onnx_reference(x: np.ndarray, axes, keepdims: int) -> np.ndarray:
     """onnx.reference's ReduceMean-18 on float64 inputs (numpy's pairwise float64 mean)."""
-    from onnx import TensorProto, helper
-    from onnx.reference import ReferenceEvaluator
+    return np.asarray(ref.evaluate("ReduceMean", [x] + ([axes] if axes is not None else []), opset=18,
+                                   keepdims=keepdims)[0], np.float64)
 
-    names = ["x"] + (["axes"] if axes is not None else [])
-    inputs = [helper.make_tensor_value_info("x", TensorProto.DOUBLE, list(x.shape))]
-    feeds = {"x": np.asarray(x, np.float64)}
-    if axes is not None:
-        inputs.append(helper.make_tensor_value_info("axes", TensorProto.INT64, [len(axes)]))
-        feeds["axes"] = axes
-    graph = helper.make_graph([helper.make_node("ReduceMean", names, ["y"], keepdims=keepdims)], "reduce_mean", inputs,
-                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return np.asarray(ReferenceEvaluator(model).run(None, feeds)[0], np.float64)
+
 
 
 def _as3(case: Case, x: np.ndarray) -> np.ndarray:
@@ -187,9 +180,9 @@ class ReduceMean(Op):
     def from_node(self, node: NodeInfo) -> NodeBinding:
         what = f"ReduceMean (opset {node.opset})"
         new = node.opset >= 18
-        ins = el.node_inputs(node, what, 1, 2 if new else 1)
-        el.check_outputs(node, what)
-        el.node_float_dtype(node, what)
+        ins = nh.node_inputs(node, what, 1, 2 if new else 1)
+        nh.check_outputs(node, what)
+        nh.node_float_dtype(node, what)
         shape = tuple(ins[0][1])
         keepdims = int(node.attr("keepdims", 1))
         if keepdims not in (0, 1):

@@ -17,6 +17,8 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
+from perfbench.ops import _node_helpers as nh
+from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
@@ -44,10 +46,10 @@ def _attrs(case: Case) -> dict:
 
 
 def _ref(case, x, indices=None, updates=None, data=None):
-    return {"output": mv.onnx_reference("ScatterND", [x["data"] if data is None else data,
-                                                      x["indices"] if indices is None else indices,
-                                                      x["updates"] if updates is None else updates], 18,
-                                        **_attrs(case))[0]}
+    return {"output": ref.evaluate("ScatterND", [x["data"] if data is None else data,
+                                                 x["indices"] if indices is None else indices,
+                                                 x["updates"] if updates is None else updates], opset=18,
+                                   **_attrs(case))[0]}
 
 
 def _m_no_copy(op, case, x):
@@ -184,9 +186,9 @@ class ScatterND(Op):
         return 2.0 * data + upd + 8.0 * case.p["updates"] * _k(case)
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
-        mv.node_inputs(node, "ScatterND", 3, 3)
-        mv.node_float_dtype(node, "ScatterND")
-        shape = mv.node_shape(node, 0, "ScatterND")
+        nh.node_inputs(node, "ScatterND node", 3, 3)
+        nh.node_float_dtype(node, "ScatterND node")
+        shape = nh.node_shape(node, 0, "ScatterND node")
         idt, ishape = node.inputs[1]
         ishape = tuple(int(d) for d in ishape)
         if np.dtype(idt) != np.int64 or len(ishape) < 1:

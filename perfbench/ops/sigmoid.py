@@ -13,6 +13,7 @@ import numpy as np
 from perfbench import dtypes
 from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
+from perfbench.ops import _node_helpers as nh
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 ROWS = Param("rows", int, None, minimum=1, help="rows (tokens)")
@@ -97,9 +98,9 @@ class SigmoidFamily(Op):
 
     # ---- perfbench node helpers ----
     def _node_rows_cols(self, node: NodeInfo, what: str) -> tuple[int, int, tuple]:
-        el.node_inputs(node, what, 1, 1)
-        el.check_outputs(node, what)
-        el.node_float_dtype(node, what)
+        nh.node_inputs(node, what, 1, 1)
+        nh.check_outputs(node, what)
+        nh.node_float_dtype(node, what)
         shape = tuple(node.inputs[0][1])
         if 0 in shape:
             raise NodeUnsupported(f"{what}: zero-size input {shape} is not implemented")

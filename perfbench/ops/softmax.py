@@ -7,6 +7,7 @@ import numpy as np
 from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import wrappers
+from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
@@ -17,19 +18,6 @@ def _softmax64(x: np.ndarray, subtract_max: bool = True) -> np.ndarray:
         return e / e.sum(axis=-1, keepdims=True)
 
 
-def _onnx_reference(x: np.ndarray) -> np.ndarray:
-    """onnx.reference's Softmax (opset 13, axis -1) evaluated on float64 inputs."""
-    from onnx import TensorProto, helper
-    from onnx.reference import ReferenceEvaluator
-
-    shape = list(x.shape)
-    graph = helper.make_graph(
-        [helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "softmax",
-        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, shape)],
-        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, shape)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    with np.errstate(over="ignore", invalid="ignore"):
-        return ReferenceEvaluator(model).run(None, {"x": np.asarray(x, dtype=np.float64)})[0]
 
 
 def _shape(case: Case) -> tuple:
@@ -111,7 +99,7 @@ class Softmax(Op):
 
     def oracle(self, case: Case, inputs: dict) -> dict:
         # an ONNX-standard op: the truth is ONNX's own reference implementation, in float64
-        return {"y": _onnx_reference(inputs["x"])}
+        return {"y": ref.evaluate("Softmax", [inputs["x"]], opset=13, axis=-1)[0]}
 
     def row_sizes(self, case: Case) -> dict:
         return {"y": case.p["keys"]}

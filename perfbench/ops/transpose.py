@@ -10,6 +10,8 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
+from perfbench.ops import _node_helpers as nh
+from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
@@ -111,7 +113,7 @@ class Transpose(Op):
         return mvk.transpose(lib, inputs["x"], outputs["y"], _perm(case), threads, device=device)
 
     def oracle(self, case: Case, inputs: dict) -> dict:
-        return {"y": mv.onnx_reference("Transpose", [inputs["x"]], 21, perm=_perm(case))[0]}
+        return {"y": ref.evaluate("Transpose", [inputs["x"]], opset=21, perm=_perm(case))[0]}
 
     def row_sizes(self, case: Case) -> dict:
         return {"y": _out_shape(case)[-1]}
@@ -120,9 +122,9 @@ class Transpose(Op):
         return 2.0 * mv.prod(_shape(case)) * dtype.itemsize
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
-        mv.node_inputs(node, "Transpose", 1, 1)
-        mv.node_float_dtype(node, "Transpose")
-        shape = mv.node_shape(node, 0, "Transpose")
+        nh.node_inputs(node, "Transpose node", 1, 1)
+        nh.node_float_dtype(node, "Transpose node")
+        shape = nh.node_shape(node, 0, "Transpose node")
         r = len(shape)
         if r == 0:
             raise NodeUnsupported("Transpose of a scalar (rank 0): not implemented")

@@ -10,6 +10,8 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
+from perfbench.ops import _node_helpers as nh
+from perfbench.ops import _reference as ref
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
@@ -101,7 +103,7 @@ class Trilu(Op):
         return mvk.trilu(lib, inputs["x"], outputs["y"], case.p["upper"], int(inputs["k"]), threads, device=device)
 
     def oracle(self, case: Case, inputs: dict) -> dict:
-        return {"y": mv.onnx_reference("Trilu", [inputs["x"], inputs["k"]], 14, upper=case.p["upper"])[0]}
+        return {"y": ref.evaluate("Trilu", [inputs["x"], inputs["k"]], opset=14, upper=case.p["upper"])[0]}
 
     def row_sizes(self, case: Case) -> dict:
         return {"y": case.p["cols"]}
@@ -111,9 +113,9 @@ class Trilu(Op):
         return 2.0 * mv.prod(_shape(case)) * dtype.itemsize
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
-        ins = mv.node_inputs(node, "Trilu", 1, 2)
-        mv.node_float_dtype(node, "Trilu")
-        shape = mv.node_shape(node, 0, "Trilu")
+        ins = nh.node_inputs(node, "Trilu node", 1, 2)
+        nh.node_float_dtype(node, "Trilu node")
+        shape = nh.node_shape(node, 0, "Trilu node")
         if len(shape) < 2:
             raise UsageError(f"Trilu node: input must have rank >= 2, got shape {shape}")
         upper = int(node.attr("upper", 1))

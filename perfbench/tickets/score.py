@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from perfbench.compare import views
-from perfbench.compare.render import _grid
+from perfbench.compare.render import grid
 from perfbench.store import models as m
 
 
@@ -39,4 +39,4 @@ def table(doc: dict) -> str:
     for g in doc["regions"]:
         rows.append([g["op"], g["dtype"], str(g["threads"])]
                     + ["-" if f is None else f"{100 * f:.0f}%" for f in g["fast_1"]])
-    return _grid(heads, rows) + "\n\nfast_1 = cells where ours is correct and faster than ORT / all cells due (n/a excluded)"
+    return grid(heads, rows) + "\n\nfast_1 = cells where ours is correct and faster than ORT / all cells due (n/a excluded)"

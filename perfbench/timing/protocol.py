@@ -268,7 +268,7 @@ class Harness:
             if spec.cache == "cold":
                 self._time_cold(op, case, dt, ort_dt, graph, shapes, inputs, spec, timed, tim)
             else:
-                self._time_warm(op, case, dt, ort_dt, graph, shapes, inputs, spec, timed, tim)
+                self.time_warm(op, case, dt, ort_dt, graph, shapes, inputs, spec, timed, tim)
         except OrtSideError as e:
             for o in tim.values():
                 o.ort_status, o.ort_message = "error", f"ORT failed while being timed: {e}"
@@ -281,11 +281,11 @@ class Harness:
                     o.ours_status, o.ours_message = "error", f"not measured: the {e.label} build failed while being timed"
                 o.ours_ns, o.ort_ns = [], []
         for o in outs.values():
-            self._check_resolution(o)
+            self.check_resolution(o)
             o.wall_s = time.perf_counter() - t_start
         return outs
 
-    def _check_resolution(self, out: CellOutcome) -> None:
+    def check_resolution(self, out: CellOutcome) -> None:
         """A replicate at or below zero / the timer's resolution: that side is below-resolution
         (CONTRACTS §3), never a ratio."""
         res = max(self.lib.timer_resolution_ns(), 1)
@@ -357,7 +357,7 @@ class Harness:
         k = rnd % len(order)
         return order[k:] + order[:k]
 
-    def _time_warm(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, libs, outs):
+    def time_warm(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, libs, outs):
         floors = {label: self.ours_warm_floor(spec.threads, lib) for label, lib in libs.items()}
         for label, o in outs.items():
             o.ours_floor_ns = floors[label]

@@ -265,7 +265,7 @@ def test_kernel_pads_a_short_mask_and_broadcasts_it_over_queries(threads):
     """A (B, 1, 1, L) bool mask with L < past (decode, keys past L masked: the decode form must
     still copy every past row into present) and a (1, L) float mask over 5 queries, both without
     is_causal (onnx.reference mis-broadcasts such masks with it), against onnx.reference."""
-    from perfbench.ops._onnx_attn import reference_run
+    from perfbench.ops._reference import evaluate_spec
     from perfbench.ops.base import GraphSpec
 
     rng = np.random.default_rng(5)
@@ -284,7 +284,7 @@ def test_kernel_pads_a_short_mask_and_broadcasts_it_over_queries(threads):
                           ("past_key", "float", (B, Nkv, P, H)), ("past_value", "float", (B, Nkv, P, H))],
                          [("Y", (B, Nq, S, H)), ("present_key", (B, Nkv, total, H)),
                           ("present_value", (B, Nkv, total, H))])
-        want = reference_run(spec, x)
+        want = evaluate_spec(spec, x)
         out = {n: np.full(s, 7.0, np.float32) for n, s in (("Y", (B, Nq, S, H)), ("present_key", (B, Nkv, total, H)),
                                                            ("present_value", (B, Nkv, total, H)))}
         kernels.onnx_attention(library(), x["Q"], x["K"], x["V"], out["Y"], attn_mask=x["attn_mask"],

@@ -28,10 +28,10 @@ def test_from_node_scatter_nd_reductions_and_depths():
         b = op.from_node(_node("ScatterND", [(np.float32, data.shape), (np.int64, idx.shape), (np.float32, upd.shape)],
                                {"reduction": reduction}))
         assert b.case.p["reduction"] == reduction and b.case.p["k"] == idx.shape[-1]
-        from perfbench.ops._movement import onnx_reference
+        from perfbench.ops._reference import evaluate
 
         attrs = {} if reduction == "none" else {"reduction": reduction}
-        want = onnx_reference("ScatterND", [data, idx, upd], 18, **attrs)[0].astype(np.float32)
+        want = evaluate("ScatterND", [data, idx, upd], opset=18, **attrs)[0].astype(np.float32)
         got = _run_binding(op, b, [data, idx, upd])
         if reduction == "none":
             assert same_bits(got, want)

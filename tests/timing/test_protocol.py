@@ -48,7 +48,7 @@ def test_ort_failure_while_timed_is_orts_not_ours(lib, monkeypatch):
 def test_a_non_positive_replicate_makes_the_side_below_resolution(lib):
     h = Harness(lib)
     out = CellOutcome(ours_ns=[100.0, 120.0], ort_ns=[500.0, -3.0])
-    h._check_resolution(out)
+    h.check_resolution(out)
     assert out.ours_status == "ok"
     assert out.ort_status == "below-resolution" and "1 of 2 replicates" in out.ort_message
     assert verdicts.decide(out.ours_status, out.ort_status, out.ours_ns, out.ort_ns).verdict == "n/a"
