@@ -297,7 +297,7 @@ int pb_gelu(const void *args);
  * e / (1 + e) for z < 0 (relative error <= 5e-7 on the SIMD paths). e is flushed to 0 below
  * z = -87.3365, where sigmoid leaves the normal floats: a very negative z gives 0 (PLAIN) or
  * +-0 (MUL) -- in the MUL mode x * sigmoid(z) can still be a normal float there (x = -88,
- * alpha = 1: -5.3e-37), so those results are flushed too, 1e-36 and below; x = -inf in the MUL
+ * alpha = 1: -5.3e-37; it is below |x| * 1.2e-38), so those results are flushed too; x = -inf in the MUL
  * mode gives NaN (-inf * 0). Rounded once.
  * alpha must be finite. y may be x (in place). */
 #define PB_SIGMOID_PLAIN 0

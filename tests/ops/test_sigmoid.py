@@ -185,3 +185,42 @@ def test_perfbench_node_runs_sigmoid_and_quick_gelu(tmp_path):
     bad = helper.make_node("QuickGelu", ["x"], ["y"], domain="com.microsoft", alpha=2)  # an INT attribute
     with pytest.raises(UsageError, match="must be a FLOAT attribute"):
         node.run(_single_node_model(tmp_path / "int.onnx", bad, TensorProto.FLOAT, [3, 8], ms), timing=False, lib=library())
+
+
+def _bf16_ulps(a, b) -> np.ndarray:
+    """Distance in bfloat16 ulps between two bf16 arrays of finite values (a monotone integer map)."""
+    ia, ib = (np.asarray(v).view(np.uint16).astype(np.int32) for v in (a, b))
+    ia = np.where(ia & 0x8000, 0x8000 - ia, ia)
+    ib = np.where(ib & 0x8000, 0x8000 - ib, ib)
+    return np.abs(ia - ib)
+
+
+@pytest.mark.parametrize("isa", SUPPORTED)
+@pytest.mark.parametrize("alpha", [None, 1.702, 1.0, -0.5])
+def test_bf16_sigmoid_is_within_one_ulp_for_every_bf16_input(isa, alpha):
+    """bf16 takes the sigmoid to bf16's precision (a degree-3 exp and a reciprocal estimate): for
+    every one of the 65536 bf16 inputs the result is the float64 answer rounded to bf16, or one
+    ulp beside it; special values exactly as the f32 form (NaN, +-inf, signed zeros); where
+    alpha x < -87.3365 (the exp's flush, as the f32 form) the result is +-0."""
+    lib = library()
+    lib.select_isa(isa)
+    x = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(ml_dtypes.bfloat16)
+    y = np.empty_like(x)
+    eltwise.sigmoid(lib, x, y, alpha=alpha).run()
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        exact = el.sigmoid64(x64) if alpha is None else el.quick_gelu64(x64, float(np.float32(alpha)))
+    want = exact.astype(ml_dtypes.bfloat16)
+    got64 = y.astype(np.float64)
+    nan = np.isnan(exact)
+    assert np.array_equal(np.isnan(got64), nan)
+    inf = np.isinf(exact)
+    assert np.array_equal(got64[inf], exact[inf])
+    z = x64 * (1.0 if alpha is None else float(np.float32(alpha)))
+    tiny = ~nan & ~inf & (z < -87.3365478515625)  # e flushed to 0: +-0, exact |x| * sigmoid(z) < |x| * 1.2e-38
+    assert np.all(got64[tiny] == 0) and np.all(np.abs(exact[tiny]) < np.abs(x64[tiny]) * 1.2e-38)
+    rest = ~nan & ~inf & ~tiny
+    d = _bf16_ulps(y[rest], want[rest])
+    assert d.max() <= 1, (x[rest][d.argmax()], got64[rest][d.argmax()], exact[rest][d.argmax()])
+    zeros = rest & (exact == 0)  # +-0 in: sigmoid 0.5, x * sigmoid(x) the signed zero
+    assert np.array_equal(np.signbit(got64[zeros]), np.signbit(exact[zeros]))
