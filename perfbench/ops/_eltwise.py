@@ -38,12 +38,6 @@ def size(shape) -> int:
     return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
 
 
-def tail_len(n: int) -> int:
-    """Elements a vector loop without its tail would drop from a run of n: n % 8 (8 lanes) if
-    any, else n % 16 (16 lanes), else a whole last vector."""
-    return n % 8 or n % 16 or min(16, n)
-
-
 def gelu_erf64(v: np.ndarray) -> np.ndarray:
     """0.5 v (1 + erf(v / sqrt 2)) in float64 (scipy's erf: onnx.reference's Erf rounds to float32)."""
     return 0.5 * v * (1.0 + special.erf(v / math.sqrt(2.0)))

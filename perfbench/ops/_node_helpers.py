@@ -24,18 +24,20 @@ def node_float_dtype(node: NodeInfo, what: str) -> str:
 
 
 def node_inputs(node: NodeInfo, what: str, least: int, most: int | None = None) -> list:
-    """The node's inputs [(dtype, shape) or None (absent)] after checking their count, trailing
-    absent optionals not counted (UsageError): least..most (most None: no upper bound). The
-    list is padded with None up to `most`."""
-    n = len(node.inputs)
-    while n and node.inputs[n - 1] is None:
-        n -= 1
-    if n < least or (most is not None and n > most):
-        want = str(least) if least == most else f"{least}..{most}" if most is not None else f"at least {least}"
-        raise UsageError(f"{what}: {want} inputs expected, the node has {n}")
+    """The node's inputs [(dtype, shape) or None (absent)] after checking them (UsageError): at
+    most `most` input slots (an empty trailing one counts: ORT refuses such a node), the first
+    `least` present. The list is padded with None up to `most` (most None: no upper bound)."""
+    raw = len(node.inputs)
+    want = str(least) if least == most else f"{least}..{most}" if most is not None else f"at least {least}"
+    plural = "input" if want == "1" else "inputs"
+    if (most is not None and raw > most) or raw < least:
+        raise UsageError(f"{what}: {want} {plural} expected, the node has {raw}")
     for i in range(least):
         if node.inputs[i] is None:
-            raise UsageError(f"{what}: input {i} is required")
+            raise UsageError(f"{what}: input {i} is required (the node leaves it empty)")
+    n = raw
+    while n and node.inputs[n - 1] is None:
+        n -= 1
     return list(node.inputs[:n]) + [None] * ((most if most is not None else n) - n)
 
 
@@ -58,8 +60,12 @@ def same_float_inputs(node: NodeInfo, what: str, indices, error: type[Exception]
     want = dtypes.get(node.dtype).numpy
     for i in indices:
         if node.inputs[i] is not None and np.dtype(node.inputs[i][0]) != want:
-            raise error(f"{what}: input {i} is {np.dtype(node.inputs[i][0])}, input 0 is {np.dtype(want)} "
-                        "(mixed element types)")
+            got = np.dtype(node.inputs[i][0])
+            if error is NodeUnsupported:
+                raise error(f"{what}: input {i} of type {got} with input 0 of type {np.dtype(want)} is not "
+                            "implemented (mixed element types)")
+            raise error(f"{what}: input {i} is {got}, input 0 is {np.dtype(want)}: ONNX requires one element type "
+                        "for them")
 
 
 def check_attrs(node: NodeInfo, what: str, known: tuple) -> None:

@@ -32,7 +32,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import norms as ffi_norms
 from perfbench.ops import _node_helpers as nh
-from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param
+from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, tail_len
 
 OFFSET_ROW = 4.0  # added to the last row of x: its mean is far from 0
 QUIET_STD = 1e-3  # std of the first row (and its skip row): variance << epsilon
@@ -57,12 +57,6 @@ def check_eps(case: Case, where: str) -> None:
         raise UsageError(f"{where}: eps={text!r} must be a finite float32 >= 0")
     if eps_text(v) != text:
         raise UsageError(f"{where}: write eps={text!r} as {eps_text(v)!r} (one spelling per value keeps case ids stable)")
-
-
-def _tail_len(n: int) -> int:
-    """Elements a vector loop without its tail would drop: n % 8 (8 lanes) if any, else n % 16
-    (16 lanes), else a whole last vector."""
-    return n % 8 or n % 16 or min(16, n)
 
 
 def reference64(v: np.ndarray, scale, beta, eps: float, simplified: bool, *, drop_tail: int = 0,
@@ -320,7 +314,7 @@ def _m_eps(op, case, x):
 
 
 def _m_tail(op, case, x):
-    return op.outputs64(case, x, drop_tail=_tail_len(case.p["hidden"]))
+    return op.outputs64(case, x, drop_tail=tail_len(case.p["hidden"]))
 
 
 def _m_zero_row(op, case, x):

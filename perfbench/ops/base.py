@@ -66,6 +66,12 @@ class Case:
         return self.op + "".join(f".{k}={v}" for k, v in self.params)
 
 
+def tail_len(n: int) -> int:
+    """Elements a vector loop without its tail would drop from a run of n (mutants use it): n % 8
+    (8 lanes) if any, else n % 16 (16 lanes), else a whole last vector."""
+    return n % 8 or n % 16 or min(16, n)
+
+
 @dataclass
 class Mutant:
     """A realistic wrong answer: the oracle with one bug switched on (a negative control)."""

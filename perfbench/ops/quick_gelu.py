@@ -13,7 +13,7 @@ from perfbench.errors import UsageError
 from perfbench.ops import _eltwise as el
 from perfbench.ops import _node_helpers as nh
 from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Param, register
-from perfbench.ops.sigmoid import COLS, ROWS, SigmoidFamily, _m_sign, _m_tail, _m_zero_row
+from perfbench.ops.sigmoid import COLS, ROWS, SigmoidFamily, m_sign, m_tail, m_zero_row
 
 DEFAULT_ALPHA = "1.702"
 
@@ -44,9 +44,9 @@ class QuickGelu(SigmoidFamily):
                lambda case: float(case.p["alpha"]) != 1.0),
         Mutant("alpha fixed at the default 1.702", _m_alpha_default,
                lambda case: case.p["alpha"] != DEFAULT_ALPHA),
-        Mutant("sign flipped: x * sigmoid(-alpha x)", _m_sign, lambda case: float(case.p["alpha"]) != 0.0),
-        Mutant("tail elements ignored", _m_tail),
-        Mutant("last row zeroed", _m_zero_row),
+        Mutant("sign flipped: x * sigmoid(-alpha x)", m_sign, lambda case: float(case.p["alpha"]) != 0.0),
+        Mutant("tail elements ignored", m_tail),
+        Mutant("last row zeroed", m_zero_row),
         Mutant("x * sigmoid(alpha x) without the x", _m_no_product),
     )
     node_types = (("com.microsoft", "QuickGelu"),)

@@ -14,26 +14,38 @@ from perfbench import dtypes
 from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
 from perfbench.ops import _node_helpers as nh
-from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
+from perfbench.ops.base import (
+    Case,
+    GraphSpec,
+    Mutant,
+    NodeBinding,
+    NodeInfo,
+    NodeUnsupported,
+    Op,
+    Param,
+    register,
+    tail_len,
+)
 
 ROWS = Param("rows", int, None, minimum=1, help="rows (tokens)")
 COLS = Param("cols", int, None, minimum=1, help="activations per row (e.g. the MLP's intermediate size)")
 
 
-def _m_tail(op, case, x):
+def m_tail(op, case, x):
+    # the kernel runs the tensor as one flat run: its tail is the last elements of the last row
     y = op.reference(case, x)
-    n = case.p["cols"]
-    y[:, n - el.tail_len(n):] = 0.0
+    flat = y.reshape(-1)
+    flat[flat.size - tail_len(flat.size):] = 0.0
     return {op.out: y}
 
 
-def _m_zero_row(op, case, x):
+def m_zero_row(op, case, x):
     y = op.reference(case, x)
     y[-1] = 0.0
     return {op.out: y}
 
 
-def _m_sign(op, case, x):
+def m_sign(op, case, x):
     # sigmoid(-z) for sigmoid(z) (the exp's sign, or the e / (1 + e) branch, the wrong way round)
     v = x[op.inp]
     s = el.sigmoid64(-op.alpha(case) * v)
@@ -113,9 +125,9 @@ class Sigmoid(SigmoidFamily):
     name = "Sigmoid"
     params = (ROWS, COLS)
     mutants = (
-        Mutant("tail elements ignored", _m_tail),
-        Mutant("sign flipped: sigmoid(-x)", _m_sign),
-        Mutant("last row zeroed", _m_zero_row),
+        Mutant("tail elements ignored", m_tail),
+        Mutant("sign flipped: sigmoid(-x)", m_sign),
+        Mutant("last row zeroed", m_zero_row),
         Mutant("0.5 (1 + tanh x) instead (the argument not halved)",
                lambda op, case, x: {op.out: 0.5 * (1.0 + np.tanh(x[op.inp]))}),
     )

@@ -8,7 +8,18 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import wrappers
 from perfbench.ops import _reference as ref
-from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
+from perfbench.ops.base import (
+    Case,
+    GraphSpec,
+    Mutant,
+    NodeBinding,
+    NodeInfo,
+    NodeUnsupported,
+    Op,
+    Param,
+    register,
+    tail_len,
+)
 
 
 def _softmax64(x: np.ndarray, subtract_max: bool = True) -> np.ndarray:
@@ -30,16 +41,10 @@ def _m_no_max(op, case, x):
     return {"y": _softmax64(x["x"].astype(np.float32), subtract_max=False).astype(np.float64)}
 
 
-def _tail_len(n: int) -> int:
-    """Elements a vector loop without its tail would drop: n % 8 (8 lanes) if any, else n % 16
-    (16 lanes), else a whole last vector."""
-    return n % 8 or n % 16 or min(16, n)
-
-
 def _m_tail(op, case, x):
     # the last partial vector of each row never reaches the kernel
     keys = case.p["keys"]
-    cut = _tail_len(keys)
+    cut = tail_len(keys)
     y = _softmax64(x["x"][..., : keys - cut])
     return {"y": np.concatenate([y, np.zeros(x["x"].shape[:-1] + (cut,))], axis=-1)}
 

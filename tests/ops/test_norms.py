@@ -19,9 +19,8 @@ from perfbench import dtypes, numerics
 from perfbench import ops as ops_pkg
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import norms as ffi_norms
-from perfbench.ops import _norms
 from perfbench.ops import ort as ortlib
-from perfbench.ops.base import GraphSpec, NodeInfo, NodeUnsupported, to_f64
+from perfbench.ops.base import GraphSpec, NodeInfo, NodeUnsupported, tail_len, to_f64
 from tests.helpers import cell, library
 
 SEED = 20261129
@@ -196,6 +195,20 @@ def test_from_node_declines(node, exc, msg):
         op.from_node(node)
 
 
+def test_from_node_refuses_a_trailing_empty_input_slot_past_the_schema():
+    # SimplifiedLayerNormalization(X, scale, "") has 3 input slots where the schema allows 2: ORT
+    # refuses the model (INVALID_GRAPH) and onnx.checker does not know this contrib-style schema,
+    # so from_node must (exit 2, not a run that ends without a reference)
+    node = _node("SimplifiedLayerNormalization", [(4, 8), (8,)], opset=21)
+    node.inputs.append(None)
+    with pytest.raises(UsageError, match="2 inputs expected, the node has 3"):
+        ops_pkg.get("SimplifiedLayerNormalization").from_node(node)
+    node = _node("LayerNormalization", [(4, 8), (8,)])
+    node.inputs[1] = None
+    with pytest.raises(UsageError, match="input 1 is required"):
+        ops_pkg.get("LayerNormalization").from_node(node)
+
+
 def test_from_node_mixed_scale_type():
     node = _node("SimplifiedLayerNormalization", [(4, 8), (8,)], opset=21, dtype=np.float16)
     node.inputs[1] = (np.dtype(np.float32), (8,))
@@ -248,7 +261,7 @@ def test_from_node_binding_runs_like_the_node():
 
 
 def test_tail_len_matches_softmax_rule():
-    assert [_norms._tail_len(n) for n in (903, 37, 4136, 4096)] == [7, 5, 8, 16]
+    assert [tail_len(n) for n in (903, 37, 4136, 4096)] == [7, 5, 8, 16]
 
 
 def _aligned_empty(shape, dtype, align=64):
