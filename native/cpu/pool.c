@@ -130,6 +130,16 @@ static int ensure_workers(int needed) {
 
 int32_t pb_pool_max_threads(void) { return PB_MAX_THREADS; }
 
+/* parallel regions that ran on more than one thread (under g_region_mu) */
+static int64_t g_multi_regions;
+
+int64_t pb_pool_multi_regions(void) {
+    pthread_mutex_lock(&g_region_mu);
+    const int64_t n = g_multi_regions;
+    pthread_mutex_unlock(&g_region_mu);
+    return n;
+}
+
 int32_t pb_threads_for(int32_t max_threads, int64_t work, int64_t grain) {
     if (grain < 1) grain = 1;
     int64_t t = work / grain;
@@ -152,6 +162,7 @@ int pb_parallel_for(int32_t nthreads, int64_t ntasks, pb_range_fn fn, void *ctx)
         pthread_mutex_unlock(&g_region_mu);
         return rc;
     }
+    g_multi_regions++;
     p->fn = fn;
     p->ctx = ctx;
     p->ntasks = ntasks;

@@ -56,6 +56,7 @@ typedef int (*pb_kernel_fn)(const void *args);
 /* ---- library ---------------------------------------------------------------------------- */
 int pb_abi_version(void);
 const char *pb_last_error(void);     /* message of this thread's last non-zero status */
+void pb_clear_error(void);           /* forget it (tests: a status without a fresh message shows) */
 const char *pb_build_info(void);     /* compiler and flags this library was built with */
 const char *pb_isa_compiled(void);   /* comma-separated ISA paths compiled in */
 const char *pb_isa_supported(void);  /* those of them this CPU can run */
@@ -71,6 +72,9 @@ pb_kernel_fn pb_kernel_lookup(const char *name); /* NULL if unknown */
 int pb_pool_set_spin(int32_t spin_us);
 int pb_pool_quiesce(void);
 int32_t pb_pool_max_threads(void);
+/* parallel regions run on more than one thread since load: the op contract checks with it that
+ * a test case meant to split over 2 threads really does (a grain above the case's work would not) */
+int64_t pb_pool_multi_regions(void);
 
 /* ---- timing (CLOCK_MONOTONIC, nanoseconds) ---------------------------------------------- */
 /* warm: one timed loop of `iters` calls; *elapsed_ns = the whole loop. */

@@ -16,7 +16,7 @@ class FastGelu(GeluFamily):
         {"rows": 3, "cols": 1031, "bias": 1},
         {"rows": 3, "cols": 1031, "bias": 0},
         {"rows": 2, "cols": 13, "bias": 1},
-        {"rows": 33, "cols": 1031, "bias": 1},  # 2 threads really split it, the bias restarting inside a block
+        {"rows": 257, "cols": 1031, "bias": 1},  # 2 threads (>= 2 x the grain), the bias restarting inside a block
     )
     kernel = "gelu"
     inp, bias_name, out = "X", "bias", "Y"

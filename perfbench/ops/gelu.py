@@ -169,7 +169,7 @@ class Gelu(GeluFamily):
         {"rows": 3, "cols": 1031},
         {"rows": 5, "cols": 1031, "approximate": "tanh"},
         {"rows": 1, "cols": 7},
-        {"rows": 33, "cols": 1031},  # 2 threads really split it
+        {"rows": 257, "cols": 1031},  # 2 threads really split it (>= 2 x the 131072-element grain)
     )
     kernel = "gelu"
     params = (ROWS, COLS, Param("approximate", str, "none", choices=("none", "tanh"),

@@ -3,16 +3,19 @@ op file declares (Op.test_cases). A new op is tested the moment it registers. Pe
 is its own subtest:
 
 * gate: our kernel passes the numerics gate (CONTRACTS §8, real ORT as the yardstick) on every
-  ISA path this CPU runs, with 1 and 2 threads (each op declares a case past twice its grain);
+  ISA path this CPU runs, with 1 and 2 threads (an op-level check asserts that some declared
+  case really splits over 2 threads);
   ORT itself departs from the oracle exactly where the op says it does (Op.ort_departure); ORT
   runs f32 and f16 cells in their own dtype, bf16 in bf16 or f32;
 * mutants: every mutant that applies to the case (and is visible in the dtype, Op.mutant_dtypes)
   is rejected by the gate;
+* kernel: prepare_ours calls the kernel Op.kernel names with the pb_<kernel_args>_args struct;
 * bad-args: the raw C call, with one field of the args struct the op's prepare_ours built
-  corrupted (threads 0, an unknown device, an unknown dtype, the first input and the output
-  pointer NULL, each int64 size or shape field -1), returns an error status with a message and
-  writes nothing (every output buffer keeps its bytes); a size field the kernel ignores for this
-  case (a mask stride without a mask) may instead leave the result unchanged;
+  corrupted (threads 0, an unknown device, an unknown dtype, each non-NULL pointer NULL in turn,
+  each int64 size or shape field -1), returns an error status with a fresh message and writes
+  nothing (every output buffer keeps its bytes); a NULL first output is always refused, another
+  NULL pointer may be an optional input or output left out (status 0), and a size field the
+  kernel ignores for this case (a mask stride without a mask) may leave the result unchanged;
 * ort-copies: the K-copy ORT graph executes every node of the 1-copy graph K times (inserted
   Casts and function bodies included) into the one shared output buffer, which holds the answer;
 * from-node: for ops that declare node types, the single-node model of the case (the one
@@ -97,16 +100,19 @@ def _check_gate(lib, cell: Cell) -> None:
     want = {"f32": {"f32"}, "f16": {"f16"}, "bf16": {"bf16", "f32"}}[cell.dt.name]
     assert cannot or cell.ort_dt.name in want, f"ORT ran the {cell.dt.name} cell in {cell.ort_dt.name}"
     failed = []
-    for isa in isas_to_test(lib):
-        lib.select_isa(isa)
-        for threads in (1, 2):
-            g = cell.gate(cell.ours(lib, threads))
-            departs = cell.op.ort_departure(cell.case)
-            assert g.ort_discrepancy == bool(departs), f"ORT discrepancy {g.ort_discrepancy}, expected " \
-                f"{bool(departs)} ({departs or 'ORT should agree with the oracle'}): {g.describe()}"
-            if not g.ours_ok:
-                failed.append(f"{isa} threads={threads}: {g.describe()}")
-    lib.select_isa("auto")
+    try:
+        for isa in isas_to_test(lib):
+            lib.select_isa(isa)
+            assert lib.isa_active == isa, (lib.isa_active, isa)
+            for threads in (1, 2):
+                g = cell.gate(cell.ours(lib, threads))
+                departs = cell.op.ort_departure(cell.case)
+                assert g.ort_discrepancy == bool(departs), f"ORT discrepancy {g.ort_discrepancy}, expected " \
+                    f"{bool(departs)} ({departs or 'ORT should agree with the oracle'}): {g.describe()}"
+                if not g.ours_ok:
+                    failed.append(f"{isa} threads={threads}: {g.describe()}")
+    finally:
+        lib.select_isa("auto")
     assert not failed, f"{cell.case.case_id} {cell.dt.name} fails the gate on " + "; ".join(failed)
 
 
@@ -129,12 +135,16 @@ def _check_mutants(cell: Cell) -> None:
 # ---- bad arguments through C --------------------------------------------------------------------
 
 
-def _probes(ffi, args, signed: tuple = ()) -> list:
-    """(label, apply, undo) per corruption of the args struct: generic over every kernel (every
-    struct starts with a pb_exec; sizes are int64 fields; pointers are inputs then outputs)."""
+def _probes(ffi, args, outputs: list, signed: tuple = ()) -> list:
+    """(label, apply, undo, may_pass) per corruption of the args struct: generic over every kernel
+    (every struct starts with a pb_exec; sizes are int64 fields). Every non-NULL pointer is set to
+    NULL in turn, told apart by address: one into `outputs[0]` (the op's first output, required)
+    must be refused; any other may be an optional input or output whose NULL means "absent"
+    (may_pass: status 0 is allowed). cffi drops `const` from field types, so constness cannot tell
+    inputs from outputs."""
     out = []
 
-    def field(holder, name, value, label):
+    def field(holder, name, value, label, may_pass=False):
         old = getattr(holder, name)
 
         def apply():
@@ -142,7 +152,7 @@ def _probes(ffi, args, signed: tuple = ()) -> list:
 
         def undo():
             setattr(holder, name, old)
-        out.append((label, apply, undo))
+        out.append((label, apply, undo, may_pass))
 
     field(args.exec, "num_threads", 0, "exec.num_threads=0")
     field(args.exec, "num_threads", -3, "exec.num_threads=-3")
@@ -151,13 +161,20 @@ def _probes(ffi, args, signed: tuple = ()) -> list:
     names = [n for n, _ in fields]
     if "dtype" in names:
         field(args, "dtype", 3, "dtype=3 (not f32/f16/bf16)")
-    pointers = [(n, f.type) for n, f in fields if f.type.kind == "pointer" and getattr(args, n) != ffi.NULL]
-    consts = [n for n, t in pointers if t.cname.startswith("const ")]
-    writes = [n for n, t in pointers if not t.cname.startswith("const ")]
-    if consts:
-        field(args, consts[0], ffi.NULL, f"{consts[0]}=NULL (the first input)")
-    assert writes, "the args struct has no output pointer"
-    field(args, writes[0], ffi.NULL, f"{writes[0]}=NULL (the output)")
+    ranges = [(a.ctypes.data, a.ctypes.data + max(a.nbytes, 1)) for a in outputs]
+    primary = []
+    for n, f in fields:
+        if f.type.kind != "pointer" or getattr(args, n) == ffi.NULL:
+            continue
+        addr = int(ffi.cast("uintptr_t", getattr(args, n)))
+        if ranges[0][0] <= addr < ranges[0][1]:
+            primary.append(n)
+            field(args, n, ffi.NULL, f"{n}=NULL (the first output)")
+        elif any(lo <= addr < hi for lo, hi in ranges):
+            field(args, n, ffi.NULL, f"{n}=NULL (an output)", may_pass=True)
+        else:
+            field(args, n, ffi.NULL, f"{n}=NULL (an input)", may_pass=True)
+    assert primary, "no pointer of the args struct points into the op's first output"
     for n, f in fields:
         if n in signed:
             continue
@@ -172,7 +189,7 @@ def _probes(ffi, args, signed: tuple = ()) -> list:
 
             def undo(arr=arr, old=old):
                 arr[0] = old
-            out.append((f"{n}[0]=-1", apply, undo))
+            out.append((f"{n}[0]=-1", apply, undo, False))
     return out
 
 
@@ -203,8 +220,9 @@ def _check_bad_args(lib, cell: Cell) -> None:
     assert fn(call.args) == 0, ffi.string(lib.lib.pb_last_error()).decode()
     clean = [b.tobytes() for b in buffers]
     bad = []
-    for label, apply, undo in _probes(ffi, call.args, cell.op.kernel_signed_args):
+    for label, apply, undo, may_pass in _probes(ffi, call.args, list(out.values()), cell.op.kernel_signed_args):
         fill()
+        lib.lib.pb_clear_error()  # a status without a fresh message must show
         apply()
         try:
             status = int(fn(call.args))
@@ -214,6 +232,8 @@ def _check_bad_args(lib, cell: Cell) -> None:
         if status == 0:
             if label.endswith("=-1") and [b.tobytes() for b in buffers] == clean:
                 continue  # a field this case does not use (a mask stride without a mask)
+            if may_pass:
+                continue  # an optional input or output left out
             bad.append(f"{label}: status 0")
         elif status not in (1, 2) or not msg:
             bad.append(f"{label}: status {status}, message {msg!r}")
@@ -292,6 +312,9 @@ def _check_from_node(cell: Cell) -> None:
     shapes = op.output_shapes(case)
     for idx, shape in binding.outputs.values():
         assert tuple(shape) == tuple(shapes[node_outputs[idx]]), f"output {idx} shape {shape}"
+    assert set(binding.inputs) == {n for n in node_inputs if n}, \
+        f"from_node binds inputs {sorted(binding.inputs)} of {sorted(n for n in node_inputs if n)}"
+    assert set(binding.outputs) <= {n for n in node_outputs if n} and binding.outputs, binding.outputs
     if binding.case == case:
         for name, idx in binding.inputs.items():
             assert node_inputs[idx] == name, (name, idx)
@@ -321,6 +344,7 @@ def _check_from_node(cell: Cell) -> None:
 @pytest.mark.parametrize("op", contract_ops(), ids=lambda op: op.name)
 def test_every_op_declares_test_cases_and_its_mutants_apply(op):
     assert op.test_cases, f"{op.name} declares no test_cases (Op.test_cases in its op file)"
+    assert "test_cases" in vars(type(op)), f"{op.name} inherits its test_cases: declare its own in {type(op).__module__}"
     cases = [op.make_case(p) for p in op.test_cases]
     assert len({c.case_id for c in cases}) == len(cases), "duplicate test cases"
     assert len(op.mutants) >= 3, f"{op.name} declares {len(op.mutants)} mutants; the contract wants at least 3"
@@ -329,6 +353,20 @@ def test_every_op_declares_test_cases_and_its_mutants_apply(op):
         assert any(mutant_applies_in(op, m, dt) for dt in DTYPES), f"mutant {m.name!r} is visible in no dtype"
     for name in op.mutant_dtypes:
         assert name in {m.name for m in op.mutants}, f"mutant_dtypes names an unknown mutant {name!r}"
+
+
+@pytest.mark.parametrize("op", contract_ops(), ids=lambda op: op.name)
+def test_some_test_case_really_splits_over_two_threads(lib, op):
+    """The 2-thread gate means something only if a case's work passes 2 x the kernel's grain: at
+    least one declared case must run a parallel region on more than one thread."""
+    split = []
+    for p in op.test_cases:
+        c = Cell(op.name, p, "f32")
+        before = lib.lib.pb_pool_multi_regions()
+        c.ours(lib, 2)
+        if lib.lib.pb_pool_multi_regions() > before:
+            split.append(c.case.case_id)
+    assert split, f"no test case of {op.name} runs on 2 threads (each stays under the kernel's grain): add one"
 
 
 def test_ops_without_a_node_mapping_are_exactly_these():
