@@ -114,3 +114,16 @@ def test_a_new_kernel_with_its_constants_leaves_every_other_op_comparable():
     # a constant no kernel owns is shared
     shared = HEADER.replace("#define PB_DTYPE_F16 10", "#define PB_DTYPE_F16 11")
     assert all("shared declarations" in why for why in revisions.compatibility(HEADER, shared, others).values())
+
+
+def test_a_head_that_only_adds_shared_prototypes_stays_comparable():
+    # b0b89e6 added pb_clear_error and pb_pool_multi_regions: a PR adding a shared function
+    # must not send every op to the per-checkout mode; removing or changing one must
+    before = HEADER.replace("int64_t pb_pool_multi_regions(void);", "").replace("void pb_clear_error(void);", "")
+    assert before != HEADER
+    names = sorted(ops.REGISTRY)
+    assert revisions.compatibility(before, HEADER, names) == {op: None for op in names}
+    got = revisions.compatibility(HEADER, before, ["Softmax"])  # head removes them
+    assert "shared declarations changed" in got["Softmax"]
+    typedef = HEADER.replace("int pb_pool_quiesce(void);", "int pb_pool_quiesce(void);\ntypedef struct pb_x { int a; } pb_x;")
+    assert "shared declarations changed" in revisions.compatibility(HEADER, typedef, ["Softmax"])["Softmax"]
