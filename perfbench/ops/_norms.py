@@ -88,6 +88,8 @@ def reference64(v: np.ndarray, scale, beta, eps: float, simplified: bool, *, dro
 
 class NormOp(Op):
     """The shared body of the five ops; each op file sets the class attributes."""
+    # pb_layer_norm_args: NULL = none / not asked for (skip is refused while skip_rows says it is there)
+    kernel_optional_args = ("bias", "beta", "mean", "inv_std", "sum")
 
     kernel = "layer_norm"
     bound = "memory"

@@ -189,6 +189,9 @@ class Op:
     # int64 fields of the kernel's args struct where a negative value is meaningful, not a size
     # (Trilu's diagonal k): the op contract's bad-argument probe (each int64 field = -1) skips them
     kernel_signed_args: tuple = ()
+    # pointer fields of the kernel's args struct whose NULL means "absent" (an optional input or
+    # output): the op contract lets a NULL there succeed; every other NULL pointer must be refused
+    kernel_optional_args: tuple = ()
 
     # ---- parameters ----
     def param(self, name: str) -> Param:

@@ -69,6 +69,7 @@ def _m_bias_after(op, case, x):
 class GeluFamily(Op):
     """y = gelu(x [+ bias]) over (rows, cols); subclasses say which form and whether a bias is
     read, and name their ONNX node's inputs and output."""
+    kernel_optional_args = ("bias",)  # pb_gelu_args.bias: NULL = no bias
 
     inp, bias_name, out = "X", "", "Y"
     # bf16 only: ORT runs f16 as a function body (or Casts) around f32, what f16 cells meet

@@ -89,6 +89,7 @@ def _m_past(op, case, x):
 
 @register
 class MultiHeadAttention(Op):
+    kernel_optional_args = ("key_padding_mask",)  # NULL: no mask
     name = "MultiHeadAttention"
     # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
     test_cases = (

@@ -165,6 +165,7 @@ def _empty_row_applies(c):
 
 @register
 class OnnxAttention(Op):
+    kernel_optional_args = ("qk_output",)  # NULL: the QK matmul output is not asked for
     name = "OnnxAttention"
     # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
     test_cases = (

@@ -132,6 +132,7 @@ def _m_zero_row(op, case, x):
 
 @register
 class OnnxRotaryEmbedding(Op):
+    kernel_optional_args = ("position_ids",)  # NULL: positions 0..seq-1 (the caches' own rows)
     name = "OnnxRotaryEmbedding"
     # the op contract's cases (Op.test_cases): tails at 4/8/16 lanes, every form, a 2-thread split
     test_cases = (

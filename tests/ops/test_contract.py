@@ -13,8 +13,8 @@ is its own subtest:
 * bad-args: the raw C call, with one field of the args struct the op's prepare_ours built
   corrupted (threads 0, an unknown device, an unknown dtype, each non-NULL pointer NULL in turn,
   each int64 size or shape field -1), returns an error status with a fresh message and writes
-  nothing (every output buffer keeps its bytes); a NULL first output is always refused, another
-  NULL pointer may be an optional input or output left out (status 0), and a size field the
+  nothing (every output buffer keeps its bytes); a NULL pointer may succeed only in a field the
+  op declares optional (Op.kernel_optional_args: an input or output left out), and a size field the
   kernel ignores for this case (a mask stride without a mask) may leave the result unchanged;
 * ort-copies: the K-copy ORT graph executes every node of the 1-copy graph K times (inserted
   Casts and function bodies included) into the one shared output buffer, which holds the answer;
@@ -135,13 +135,13 @@ def _check_mutants(cell: Cell) -> None:
 # ---- bad arguments through C --------------------------------------------------------------------
 
 
-def _probes(ffi, args, outputs: list, signed: tuple = ()) -> list:
+def _probes(ffi, args, outputs: list, signed: tuple = (), optional: tuple = ()) -> list:
     """(label, apply, undo, may_pass) per corruption of the args struct: generic over every kernel
     (every struct starts with a pb_exec; sizes are int64 fields). Every non-NULL pointer is set to
-    NULL in turn, told apart by address: one into `outputs[0]` (the op's first output, required)
-    must be refused; any other may be an optional input or output whose NULL means "absent"
-    (may_pass: status 0 is allowed). cffi drops `const` from field types, so constness cannot tell
-    inputs from outputs."""
+    NULL in turn and must be refused, except the fields the op declares optional
+    (Op.kernel_optional_args: NULL means "absent", may_pass); a pointer into `outputs[0]` (the
+    op's first output) is told apart by address (cffi drops `const` from field types, so
+    constness cannot tell inputs from outputs) and must exist."""
     out = []
 
     def field(holder, name, value, label, may_pass=False):
@@ -171,9 +171,9 @@ def _probes(ffi, args, outputs: list, signed: tuple = ()) -> list:
             primary.append(n)
             field(args, n, ffi.NULL, f"{n}=NULL (the first output)")
         elif any(lo <= addr < hi for lo, hi in ranges):
-            field(args, n, ffi.NULL, f"{n}=NULL (an output)", may_pass=True)
+            field(args, n, ffi.NULL, f"{n}=NULL (an output)", may_pass=n in optional)
         else:
-            field(args, n, ffi.NULL, f"{n}=NULL (an input)", may_pass=True)
+            field(args, n, ffi.NULL, f"{n}=NULL (an input)", may_pass=n in optional)
     assert primary, "no pointer of the args struct points into the op's first output"
     for n, f in fields:
         if n in signed:
@@ -220,7 +220,8 @@ def _check_bad_args(lib, cell: Cell) -> None:
     assert fn(call.args) == 0, ffi.string(lib.lib.pb_last_error()).decode()
     clean = [b.tobytes() for b in buffers]
     bad = []
-    for label, apply, undo, may_pass in _probes(ffi, call.args, list(out.values()), cell.op.kernel_signed_args):
+    for label, apply, undo, may_pass in _probes(ffi, call.args, list(out.values()), cell.op.kernel_signed_args,
+                                                 cell.op.kernel_optional_args):
         fill()
         lib.lib.pb_clear_error()  # a status without a fresh message must show
         apply()
