@@ -10,6 +10,7 @@ import numpy as np
 from scipy import special
 
 from perfbench.errors import UsageError
+from perfbench.ops.base import tail_len  # noqa: F401 (the mutants' tail length: one definition, in base)
 
 MAX_RANK = 8  # the native kernels' limit (pb_binary_args)
 SCALAR = "scalar"  # the shape string of a rank-0 tensor

@@ -12,18 +12,7 @@ from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
 from perfbench.ops import _node_helpers as nh
 from perfbench.ops import _reference as ref
-from perfbench.ops.base import (
-    Case,
-    GraphSpec,
-    Mutant,
-    NodeBinding,
-    NodeInfo,
-    NodeUnsupported,
-    Op,
-    Param,
-    register,
-    tail_len,
-)
+from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
 def _shapes(case: Case) -> tuple:
@@ -41,7 +30,7 @@ def _m_tail(op, case, x):
     # the last partial vector of each run along the last axis is never written (left 0)
     y = _ufunc(op)(x["A"], x["B"])
     n = y.shape[-1]
-    y[..., n - tail_len(n):] = 0.0
+    y[..., n - el.tail_len(n):] = 0.0
     return {"C": y}
 
 

@@ -14,18 +14,7 @@ from perfbench.errors import UsageError
 from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
 from perfbench.ops import _node_helpers as nh
-from perfbench.ops.base import (
-    Case,
-    GraphSpec,
-    Mutant,
-    NodeBinding,
-    NodeInfo,
-    NodeUnsupported,
-    Op,
-    Param,
-    register,
-    tail_len,
-)
+from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 ROWS = Param("rows", int, None, minimum=1, help="rows (tokens)")
 COLS = Param("cols", int, None, minimum=1, help="activations per row (the bias axis)")
@@ -34,7 +23,7 @@ COLS = Param("cols", int, None, minimum=1, help="activations per row (the bias a
 def _m_tail(op, case, x):
     y = op.reference(case, x)
     n = case.p["cols"]
-    y[:, n - tail_len(n):] = 0.0
+    y[:, n - el.tail_len(n):] = 0.0
     return {op.out: y}
 
 

@@ -15,18 +15,7 @@ from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
 from perfbench.ops import _node_helpers as nh
 from perfbench.ops import _reference as ref
-from perfbench.ops.base import (
-    Case,
-    GraphSpec,
-    Mutant,
-    NodeBinding,
-    NodeInfo,
-    NodeUnsupported,
-    Op,
-    Param,
-    register,
-    tail_len,
-)
+from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 
 def _axes(case: Case) -> list[int]:
@@ -84,7 +73,7 @@ def _m_tail(op, case, x):
     # the last partial vector of each reduced run never added (the count stays R)
     x3 = _as3(case, x["data"])
     r = x3.shape[1]
-    return {"reduced": _mean3(case, x3[:, : r - tail_len(r), :], count=r)}
+    return {"reduced": _mean3(case, x3[:, : r - el.tail_len(r), :], count=r)}
 
 
 def _m_n_minus_1(op, case, x):

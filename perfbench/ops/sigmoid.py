@@ -14,18 +14,7 @@ from perfbench import dtypes
 from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
 from perfbench.ops import _node_helpers as nh
-from perfbench.ops.base import (
-    Case,
-    GraphSpec,
-    Mutant,
-    NodeBinding,
-    NodeInfo,
-    NodeUnsupported,
-    Op,
-    Param,
-    register,
-    tail_len,
-)
+from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
 
 ROWS = Param("rows", int, None, minimum=1, help="rows (tokens)")
 COLS = Param("cols", int, None, minimum=1, help="activations per row (e.g. the MLP's intermediate size)")
@@ -35,7 +24,7 @@ def m_tail(op, case, x):
     # the kernel runs the tensor as one flat run: its tail is the last elements of the last row
     y = op.reference(case, x)
     flat = y.reshape(-1)
-    flat[flat.size - tail_len(flat.size):] = 0.0
+    flat[flat.size - el.tail_len(flat.size):] = 0.0
     return {op.out: y}
 
 
