@@ -10,7 +10,11 @@ import numpy as np
 from scipy import special
 
 from perfbench.errors import UsageError
-from perfbench.ops.base import tail_len  # noqa: F401 (the mutants' tail length: one definition, in base)
+from perfbench.ops import _node_helpers as nh
+from perfbench.ops.base import (
+    NodeUnsupported,
+    tail_len,  # noqa: F401 (the mutants' tail length: one definition, in base)
+)
 
 MAX_RANK = 8  # the native kernels' limit (pb_binary_args)
 SCALAR = "scalar"  # the shape string of a rank-0 tensor
@@ -89,3 +93,15 @@ def rows_cols(shape) -> tuple[int, int]:
     if not len(shape):
         return 1, 1
     return size(shape[:-1]), int(shape[-1])
+
+
+def node_rows_cols(node, what: str) -> tuple[int, int, tuple]:
+    """A unary activation node (Gelu family, Sigmoid family) as (rows, last axis, its shape):
+    output 0 there, a float element type, no zero-size input (NodeUnsupported)."""
+    nh.check_outputs(node, what)
+    nh.node_float_dtype(node, what)
+    shape = tuple(node.inputs[0][1])
+    if 0 in shape:
+        raise NodeUnsupported(f"{what}: zero-size input {shape} is not implemented")
+    rows, cols = rows_cols(shape)
+    return rows, cols, shape

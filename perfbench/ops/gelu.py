@@ -14,7 +14,7 @@ from perfbench.errors import UsageError
 from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
 from perfbench.ops import _node_helpers as nh
-from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
+from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, Op, Param, register
 
 ROWS = Param("rows", int, None, minimum=1, help="rows (tokens)")
 COLS = Param("cols", int, None, minimum=1, help="activations per row (the bias axis)")
@@ -124,13 +124,7 @@ class GeluFamily(Op):
 
     # ---- perfbench node helpers ----
     def _node_rows_cols(self, node: NodeInfo, what: str) -> tuple[int, int, tuple]:
-        nh.check_outputs(node, what)
-        nh.node_float_dtype(node, what)
-        shape = tuple(node.inputs[0][1])
-        if 0 in shape:
-            raise NodeUnsupported(f"{what}: zero-size input {shape} is not implemented")
-        rows, cols = el.rows_cols(shape)
-        return rows, cols, shape
+        return el.node_rows_cols(node, what)
 
     def _node_bias(self, node: NodeInfo, what: str, index: int, cols: int) -> None:
         nh.same_float_inputs(node, what, (0, index))

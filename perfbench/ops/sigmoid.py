@@ -100,13 +100,7 @@ class SigmoidFamily(Op):
     # ---- perfbench node helpers ----
     def _node_rows_cols(self, node: NodeInfo, what: str) -> tuple[int, int, tuple]:
         nh.node_inputs(node, what, 1, 1)
-        nh.check_outputs(node, what)
-        nh.node_float_dtype(node, what)
-        shape = tuple(node.inputs[0][1])
-        if 0 in shape:
-            raise NodeUnsupported(f"{what}: zero-size input {shape} is not implemented")
-        rows, cols = el.rows_cols(shape)
-        return rows, cols, shape
+        return el.node_rows_cols(node, what)
 
 
 @register
