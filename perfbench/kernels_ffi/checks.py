@@ -56,3 +56,9 @@ def check_int(kernel: str, name: str, v, minimum: int | None = None) -> int:
         bound = f" >= {minimum}" if minimum is not None else ""
         raise UsageError(f"{kernel}: {name} must be an integer{bound}, got {v!r}")
     return int(v)
+
+
+def in_place_or_disjoint(kernel: str, x: np.ndarray, y: np.ndarray) -> None:
+    """y is x (the same start: in place) or shares no memory with it."""
+    if np.shares_memory(x, y) and x.ctypes.data != y.ctypes.data:
+        raise UsageError(f"{kernel}: x and y overlap partially (in place needs y to be x)")

@@ -10,7 +10,7 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.errors import UsageError
-from perfbench.kernels_ffi.checks import check_array, check_threads, same_dtype, set_exec
+from perfbench.kernels_ffi.checks import check_array, check_threads, in_place_or_disjoint, same_dtype, set_exec
 from perfbench.kernels_ffi.library import Library
 from perfbench.kernels_ffi.wrappers import KernelCall
 
@@ -92,8 +92,7 @@ def gelu(lib: Library, x: np.ndarray, y: np.ndarray, *, approximate: str = "none
             raise UsageError(f"{k}: bias must be 1-D of x's last axis ({cols},), got {bias.shape}")
         if np.shares_memory(bias, y):
             raise UsageError(f"{k}: bias overlaps y")
-    if np.shares_memory(x, y) and x.ctypes.data != y.ctypes.data:
-        raise UsageError(f"{k}: x and y overlap partially (in place needs y to be x)")
+    in_place_or_disjoint(k, x, y)
     args = lib.ffi.new("pb_gelu_args*")
     set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
@@ -125,8 +124,7 @@ def sigmoid(lib: Library, x: np.ndarray, y: np.ndarray, *, alpha: float | None =
             raise UsageError(f"{k}: alpha={alpha!r} must be finite (in float32)")
     if y.shape != x.shape:
         raise UsageError(f"{k}: y shape {y.shape} differs from x shape {x.shape}")
-    if np.shares_memory(x, y) and x.ctypes.data != y.ctypes.data:
-        raise UsageError(f"{k}: x and y overlap partially (in place needs y to be x)")
+    in_place_or_disjoint(k, x, y)
     args = lib.ffi.new("pb_sigmoid_args*")
     set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
