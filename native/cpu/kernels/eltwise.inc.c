@@ -377,28 +377,13 @@ PBE_GELU(gelu_erf, PB_ISA_FN(eltwise_gelu_erf))
 PBE_GELU(gelu_tanh, PB_ISA_FN(eltwise_gelu_tanh))
 #undef PBE_GELU
 #undef PBE_GELU_PART
-#undef PBE_GELU_LOOPS
 
 /* ---- Sigmoid family: elements [i0, i1), y = sigmoid(x) or x * sigmoid(alpha x) ---- */
-/* 4 independent vectors per iteration (the exp and the division are long chains), bf16 on AVX2
- * in pairs as the Gelu family does, streaming stores past PBE_NT_BYTES, then single vectors and
- * one partial vector for the tail. F(v) may use `va` (alpha broadcast). */
-#define PBE_SIG_LOOPS(F, LOAD2, STORE2, STORE1)                                                        \
-    for (; i + 4 * L <= n; i += 4 * L) {                                                                \
-        vf v0, v1, v2, v3;                                                                              \
-        LOAD2(x + i, &v0, &v1);                                                                         \
-        LOAD2(x + i + 2 * L, &v2, &v3);                                                                 \
-        v0 = F(v0);                                                                                     \
-        v1 = F(v1);                                                                                     \
-        v2 = F(v2);                                                                                     \
-        v3 = F(v3);                                                                                     \
-        STORE2(y + i, v0, v1);                                                                          \
-        STORE2(y + i + 2 * L, v2, v3);                                                                  \
-    }                                                                                                   \
-    for (; i + L <= n; i += L) {                                                                        \
-        const vf v_ = T_LOAD(x + i);                                                                    \
-        STORE1(y + i, F(v_));                                                                           \
-    }
+/* The Gelu family's loops without a bias (PBE_GELU_LOOPS with BIAS 0): 4 independent vectors per
+ * iteration (the exp and the division are long chains), bf16 in even/odd pairs, streaming stores
+ * past PBE_NT_BYTES, then single vectors and one partial vector for the tail. F(v) may use `va`
+ * (alpha broadcast). */
+#define PBE_SIG_LOOPS(F, LOAD2, STORE2, STORE1) PBE_GELU_LOOPS(F, LOAD2, STORE2, STORE1, 0)
 #define PBE_SIG_PART(F, m)                                                                             \
     do {                                                                                                \
         const vf v_ = PB_UK(PB_DT, load_part)(x + i, m, 0.0f);                                          \
@@ -410,7 +395,9 @@ PBE_GELU(gelu_tanh, PB_ISA_FN(eltwise_gelu_tanh))
         T *y = (T *)yv + i0;                                                                            \
         const int64_t L = PB_LANES, n = i1 - i0;                                                        \
         const vf va = vf_set1(alpha);                                                                   \
+        const T *bias = NULL; /* PBE_GELU_LOOPS with BIAS 0 never reads it */                         \
         (void)va;                                                                                       \
+        (void)bias;                                                                                     \
         int64_t i = 0;                                                                                  \
         if (nt) {                                                                                       \
             const int64_t p = PB_UK(PB_DT, nt_peel)(y, n);                                              \
@@ -462,6 +449,7 @@ static void PB_UK(PB_DT, sigmoid_mul)(const void *xv, void *yv, int64_t i0, int6
 #undef PBE_SIGMOID
 #undef PBE_SIG_PART
 #undef PBE_SIG_LOOPS
+#undef PBE_GELU_LOOPS
 
 /* ---- ReduceMean ---- */
 /* Sum of x[i0..i1): 8 f32 vector accumulators over blocks of 32 iterations (256 lanes' worth),
