@@ -92,19 +92,9 @@ static const struct {
     const char *name;
     pb_kernel_fn fn;
 } g_kernels[] = {
-    {"noop", pb_noop},
-    {"softmax", pb_softmax},
-    {"rotary_embedding", pb_rotary_embedding},
-    {"cast", pb_cast},
-    {"group_query_attention", pb_group_query_attention},
-    {"multi_head_attention", pb_multi_head_attention},
-    {"peak_fma_f32", pb_peak_fma_f32},
-    {"peak_bf16_dot", pb_peak_bf16_dot},
-    {"read_bandwidth", pb_read_bandwidth},
-#include "kernels/norms.names.inc"
-#include "kernels/eltwise.names.inc"
-#include "kernels/movement.names.inc"
-#include "kernels/onnx_attn.names.inc"
+#define PB_ENTRY(name) {#name, pb_##name},
+#define PB_BINARY(name, vop, comm) {#name, pb_##name},
+#include "kernels.def"
 };
 #define PB_N_KERNELS ((int)(sizeof g_kernels / sizeof g_kernels[0]))
 

@@ -7,22 +7,26 @@
 
 #include "../include/perfbench.h"
 
-/* ---- errors (error.c) ---- */
-int pb_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* ---- the shared substrate (common/): argument checks, thread and streaming policies ---- */
+#include "common/checks.h"
+#include "common/policy.h"
+
+/* ---- errors (common/error.c) ---- */
 void pb_clear_error(void);
+
+/* n elements of dtype copied from src to dst (no overlap) over the pool (common/copy.c) */
+int pb_parallel_copy(const pb_exec *ex, int32_t dtype, void *dst, const void *src, int64_t n);
 
 /* Validation helpers: each returns PB_OK or sets the error and returns its status. */
 int pb_check_exec(const pb_exec *ex, const char *kernel);
 int pb_check_dtype(int32_t dtype, const char *kernel);
 size_t pb_dtype_size(int32_t dtype);
 
-/* ---- thread pool (pool.c) ---- */
+/* ---- thread pool (common/pool.c) ---- */
 /* fn(ctx, begin, end) runs on [begin, end) of [0, ntasks); ranges are contiguous, one per
  * participating thread; the caller is one of them. Threads used = min(nthreads, ntasks). */
 typedef void (*pb_range_fn)(void *ctx, int64_t begin, int64_t end);
 int pb_parallel_for(int32_t nthreads, int64_t ntasks, pb_range_fn fn, void *ctx);
-/* Threads worth using for `work` units when each thread should get at least `grain` units. */
-int32_t pb_threads_for(int32_t max_threads, int64_t work, int64_t grain);
 
 /* Per-thread scratch of at least `bytes` (64-byte aligned); NULL on allocation failure.
  * Slot 0 (pb_scratch) belongs to microkernels; slot 1 to drivers, for buffers that live across
@@ -35,12 +39,10 @@ void *pb_scratch_slot(int slot, size_t bytes);
 enum { PB_DT_F32 = 0, PB_DT_F16 = 1, PB_DT_BF16 = 2, PB_DT_COUNT = 3 };
 int pb_dtype_index(int32_t dtype);
 
-/* Softmax of rows [r0, r1) of a (rows, cols) matrix. */
-typedef void (*pb_softmax_ukernel)(const void *x, void *y, int64_t r0, int64_t r1, int64_t cols);
+#include "kernels/ukernels.h"
+
 /* Rotary embedding of head vectors [t0, t1) of the (batch, seq, heads) grid. */
 typedef void (*pb_rotary_ukernel)(const pb_rotary_embedding_args *a, int64_t t0, int64_t t1);
-/* Elements [i0, i1) converted to / from f32. */
-typedef void (*pb_cast_ukernel)(const void *src, void *dst, int64_t i0, int64_t i1);
 
 /* ---- attention (attention.c builds these; the ISA files run them) ---- */
 /* Queries rotated by a cos/sin cache: element (pos, i) of cos at cos + pos * half + i. */
@@ -116,31 +118,21 @@ typedef int (*pb_kv_append_ukernel)(const pb_kv_append *a, int64_t b, int64_t g)
 typedef float (*pb_peak_ukernel)(int64_t iters, int64_t *flops);
 typedef float (*pb_read_ukernel)(const void *buf, int64_t bytes);
 
-/* groups of kernels added per suite: each owns its table type */
-#include "kernels/norms.h"
-#include "kernels/eltwise.h"
-#include "kernels/movement.h"
 #include "kernels/onnx_attn.h"
 
+/* One ISA path: its microkernel slots are generated from kernels.def (one per dtype each). */
 typedef struct pb_isa {
     const char *name;
     int lanes; /* f32 lanes per vector */
     int (*supported)(void);
-    pb_softmax_ukernel softmax[PB_DT_COUNT];
-    pb_rotary_ukernel rotary[PB_DT_COUNT];
-    pb_cast_ukernel cast_to_f32[PB_DT_COUNT];
-    pb_cast_ukernel cast_from_f32[PB_DT_COUNT];
-    pb_attn_ukernel attention[PB_DT_COUNT];
-    pb_attn_combine_ukernel attn_combine[PB_DT_COUNT];
-    pb_kv_append_ukernel kv_append[PB_DT_COUNT];
+#define PB_SLOT(slot, type) type slot[PB_DT_COUNT];
+#define PB_BINARY(name, vop, comm) pb_binary_ukernel name##_vv[PB_DT_COUNT], name##_vs[PB_DT_COUNT], name##_sv[PB_DT_COUNT];
+#include "kernels.def"
+    /* machine probes (kernels/peaks.inc.c), one per ISA path */
     pb_peak_ukernel peak_fma_f32;
     pb_peak_ukernel peak_bf16_dot;
     const char *peak_bf16_method;
     pb_read_ukernel read_sum;
-    const pb_norms_table *norms;
-    const pb_eltwise_table *eltwise;
-    const pb_movement_table *movement;
-    const pb_onnx_attn_table *onnx_attn;
 } pb_isa;
 
 const pb_isa *pb_active_isa(void);

@@ -76,6 +76,13 @@ int32_t pb_pool_max_threads(void);
  * a test case meant to split over 2 threads really does (a grain above the case's work would not) */
 int64_t pb_pool_multi_regions(void);
 
+/* ---- host facts the kernels' size policies use ------------------------------------------ */
+/* The last-level cache size (bytes) behind every non-temporal-store decision: outputs are
+ * streamed when a call reads and writes more than a third of it. 32 MiB until set; 0 restores
+ * that default. perfbench's loader sets it from timing/caches.py (sysfs or $PERFBENCH_LLC_BYTES). */
+int pb_set_llc_bytes(int64_t bytes);
+int64_t pb_llc_bytes(void);
+
 /* ---- timing (CLOCK_MONOTONIC, nanoseconds) ---------------------------------------------- */
 /* warm: one timed loop of `iters` calls; *elapsed_ns = the whole loop. */
 int pb_time_warm(const char *kernel, const void *args, int64_t iters, int64_t *elapsed_ns);
@@ -274,6 +281,8 @@ typedef struct pb_binary_args {
 } pb_binary_args;
 int pb_add(const void *args);
 int pb_mul(const void *args);
+/* Sub: y = a - b, with pb_binary_args as Add and Mul (the same broadcasting, rounding and in-place rules) */
+int pb_sub(const void *args);
 
 /* Gelu family over a (rows, cols) matrix: v = x + bias (bias NULL or (cols) of `dtype`, added
  * per row), then

@@ -44,22 +44,23 @@ ISA_UNITS = [
         "PB_HAVE_AVX512",
     ),
 ]
-# always compiled, with BASE_FLAGS only
-COMMON_UNITS = [
-    "error.c",
-    "convert.c",
-    "pool.c",
-    "dispatch.c",
-    "timing.c",
-    "kernels/drivers.c",
-    "kernels/attention.c",
-    "kernels/norms_drivers.c",
-    "kernels/eltwise_drivers.c",
-    "kernels/movement_drivers.c",
-    "kernels/onnx_attn_drivers.c",
-    "isa/portable.c",
-    "isa/portable16.c",
-]
+# always compiled, with BASE_FLAGS only: every .c file of native/cpu, native/cpu/common and
+# native/cpu/kernels (a new family's driver is picked up without a list to edit; .inc.c files are
+# included by the ISA units, not compiled alone), and the two portable ISA units. Globbed, not
+# listed, so that this builder also builds an older revision's tree (perfbench ab's base).
+PORTABLE_UNITS = ["isa/portable.c", "isa/portable16.c"]
+
+
+def common_units(source_dir: Path) -> list[str]:
+    cpu = source_dir / "cpu"
+    found = [
+        p.relative_to(cpu).as_posix()
+        for d in (cpu, cpu / "common", cpu / "kernels")
+        if d.is_dir()
+        for p in sorted(d.glob("*.c"))
+        if not p.name.endswith(".inc.c")
+    ]
+    return found + PORTABLE_UNITS
 
 
 @dataclass
@@ -97,7 +98,7 @@ def source_files(source_dir: Path) -> list[Path]:
     files = [
         p
         for p in source_dir.rglob("*")
-        if p.is_file() and p.suffix in {".c", ".h", ".inc", ".cu", ".cuh"} and "__pycache__" not in p.parts
+        if p.is_file() and p.suffix in {".c", ".h", ".inc", ".def", ".cu", ".cuh"} and "__pycache__" not in p.parts
     ]
     return sorted(files, key=lambda p: p.relative_to(source_dir).as_posix())
 
@@ -182,7 +183,7 @@ def build(source_dir: Path | None = None, build_root: Path | None = None, *, for
     tmp = Path(tempfile.mkdtemp(prefix=f".{bid}-", dir=build_root))
     try:
         define_flags = flags + [f'-DPB_BUILD_FLAGS="{" ".join(flags)}"', f'-DPB_COMPILER="{os.path.basename(cc)}"']
-        jobs = [(s, []) for s in COMMON_UNITS] + [("isa/" + u[1], u[2]) for u in units]
+        jobs = [(s, []) for s in common_units(source_dir)] + [("isa/" + u[1], u[2]) for u in units]
 
         def compile_one(job):
             rel, extra = job

@@ -1,4 +1,4 @@
-"""Wrappers of the elementwise group (Add, Mul, the Gelu family, the Sigmoid family, ReduceMean): numpy arrays in, a
+"""Wrappers of the elementwise group (Add, Mul, Sub, the Gelu family, the Sigmoid family, ReduceMean): numpy arrays in, a
 validated KernelCall out. Every check a kernel needs happens here before C is called (C checks
 again and returns a status rather than crash)."""
 
@@ -61,6 +61,18 @@ def _binary(kernel: str, lib: Library, a: np.ndarray, b: np.ndarray, y: np.ndarr
     return KernelCall(lib, kernel, args, [a, b, y])
 
 
+BINARY_KERNELS = ("add", "mul", "sub")  # the PB_BINARY lines of native/cpu/kernels.def
+
+
+def binary(kernel: str, lib: Library, a: np.ndarray, b: np.ndarray, y: np.ndarray, threads: int = 1,
+           device: str = "cpu") -> KernelCall:
+    """y = a (op) b with numpy broadcasting for one of BINARY_KERNELS (y of the broadcast shape; y
+    may be a or b in place)."""
+    if kernel not in BINARY_KERNELS:
+        raise UsageError(f"binary: kernel {kernel!r} is not one of {', '.join(BINARY_KERNELS)}")
+    return _binary(kernel, lib, a, b, y, threads, device)
+
+
 def add(lib: Library, a: np.ndarray, b: np.ndarray, y: np.ndarray, threads: int = 1, device: str = "cpu") -> KernelCall:
     """y = a + b with numpy broadcasting (y of the broadcast shape; y may be a or b in place)."""
     return _binary("add", lib, a, b, y, threads, device)
@@ -69,6 +81,11 @@ def add(lib: Library, a: np.ndarray, b: np.ndarray, y: np.ndarray, threads: int 
 def mul(lib: Library, a: np.ndarray, b: np.ndarray, y: np.ndarray, threads: int = 1, device: str = "cpu") -> KernelCall:
     """y = a * b with numpy broadcasting (y of the broadcast shape; y may be a or b in place)."""
     return _binary("mul", lib, a, b, y, threads, device)
+
+
+def sub(lib: Library, a: np.ndarray, b: np.ndarray, y: np.ndarray, threads: int = 1, device: str = "cpu") -> KernelCall:
+    """y = a - b with numpy broadcasting (y of the broadcast shape; y may be a or b in place)."""
+    return _binary("sub", lib, a, b, y, threads, device)
 
 
 def gelu(lib: Library, x: np.ndarray, y: np.ndarray, *, approximate: str = "none", bias: np.ndarray | None = None,

@@ -12,6 +12,7 @@ import cffi
 
 from perfbench.errors import BuildError, NativeError
 from perfbench.kernels_ffi import builder as _build
+from perfbench.timing import caches as _caches
 
 STATUS_NAMES = {
     0: "ok",
@@ -44,6 +45,15 @@ class Library:
         except OSError as e:
             raise BuildError(f"cannot load the native library {info.path}: {e}") from e
         self._kernel_names = None
+        self._set_llc()
+
+    def _set_llc(self) -> None:
+        """Give the library the last-level cache size its non-temporal-store policy uses: the one
+        timing/caches.py reads (builds older than that policy have no setter and keep their own)."""
+        if not hasattr(self.lib, "pb_set_llc_bytes"):
+            return
+        llc = _caches.last_level_bytes()
+        self.check(self.lib.pb_set_llc_bytes(llc or 0), "set the last-level cache size")
 
     # ---- status handling (the one place) ----
     def check(self, status: int, what: str) -> None:

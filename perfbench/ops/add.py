@@ -22,8 +22,11 @@ def _shapes(case: Case) -> tuple:
 
 
 
+_UFUNCS = {"Add": np.add, "Mul": np.multiply, "Sub": np.subtract}
+
+
 def _ufunc(op) -> np.ufunc:
-    return np.add if op.onnx_op == "Add" else np.multiply
+    return _UFUNCS[op.onnx_op]
 
 
 def _m_tail(op, case, x):
@@ -47,10 +50,10 @@ def _m_last_row(op, case, x):
 
 
 class BinaryOp(Op):
-    """Add or Mul with numpy broadcasting; subclasses set name, kernel and onnx_op."""
+    """Add, Mul or Sub with numpy broadcasting; subclasses set name, kernel and onnx_op."""
 
     onnx_op = ""
-    kernel_args = "binary"  # pb_add and pb_mul share pb_binary_args
+    kernel_args = "binary"  # pb_add, pb_mul and pb_sub share pb_binary_args
     # bf16 only: ORT runs f16 through Casts around its f32 kernel, which is what f16 cells meet
     ort_substitute = {"bf16": "f32"}
     params = (
@@ -87,8 +90,7 @@ class BinaryOp(Op):
         return {"A": np.asarray(a.astype(dtype.numpy), order="C"), "B": np.asarray(b.astype(dtype.numpy), order="C")}
 
     def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int, device: str = "cpu"):
-        fn = eltwise.add if self.onnx_op == "Add" else eltwise.mul
-        return fn(lib, inputs["A"], inputs["B"], outputs["C"], threads, device=device)
+        return eltwise.binary(self.kernel, lib, inputs["A"], inputs["B"], outputs["C"], threads, device=device)
 
     def oracle(self, case: Case, inputs: dict) -> dict:
         return {"C": np.asarray(ref.evaluate(self.onnx_op, [inputs["A"], inputs["B"]], opset=14)[0])}

@@ -152,14 +152,15 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("nt_bytes", ["1", "0"])
-def test_streaming_and_plain_copies_at_any_alignment(nt_bytes):
-    """Every output written with non-temporal stores (PERFBENCH_MOVEMENT_NT_BYTES=1) or never
-    (0), at odd alignments: the same bits (the threshold is read once per process)."""
+@pytest.mark.parametrize("llc_bytes", ["3", str(1 << 40)])
+def test_streaming_and_plain_copies_at_any_alignment(llc_bytes):
+    """Every output written with non-temporal stores (a last-level cache of 3 bytes: anything
+    past a third of it streams) or never (2^40 bytes), at odd alignments: the same bits
+    (PERFBENCH_LLC_BYTES reaches the library when it is loaded)."""
     import subprocess
     import sys
 
-    env = dict(os.environ, PERFBENCH_MOVEMENT_NT_BYTES=nt_bytes)
+    env = dict(os.environ, PERFBENCH_LLC_BYTES=llc_bytes)
     r = subprocess.run([sys.executable, "-c", NT_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 

@@ -28,7 +28,7 @@ from tests.helpers import node_info as _node
 
 SEED = 20261130
 DTYPES = ("f32", "f16", "bf16")
-OPS = ("Add", "Mul", "Gelu", "FastGelu", "BiasGelu", "Sigmoid", "QuickGelu", "ReduceMean")
+OPS = ("Add", "Mul", "Sub", "Gelu", "FastGelu", "BiasGelu", "Sigmoid", "QuickGelu", "ReduceMean")
 SUPPORTED = isas_to_test(library())
 pytestmark = pytest.mark.usefixtures("auto_isa")
 
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.usefixtures("auto_isa")
 ORT_PATHS = {  # (op, dtype) -> (ORT dtype, path)
     **{(op, "f32"): ("f32", "kernel") for op in OPS},
     **{(op, "bf16"): ("f32", "substituted") for op in OPS},
-    **{(op, "f16"): ("f16", "casts") for op in ("Add", "Mul", "BiasGelu", "Sigmoid", "QuickGelu", "ReduceMean")},
+    **{(op, "f16"): ("f16", "casts") for op in ("Add", "Mul", "Sub", "BiasGelu", "Sigmoid", "QuickGelu", "ReduceMean")},
     **{(op, "f16"): ("f16", "function") for op in ("Gelu", "FastGelu")},
 }
 

@@ -1,8 +1,9 @@
 /*
  * The per-ISA kernel bodies. An isa/<name>.c file includes one vec/<name>.h (which defines
  * PB_LANES, the type vf and the vf_* operations), defines PB_ISA and PB_ISA_SUPPORTED, then
- * includes this file once. Each microkernel below is written once against the vf_* API and
- * instantiated per element type, so every path shares the same logic and differs only in the
+ * includes this file once. It instantiates every family file of families.inc once per dtype
+ * and fills this path's table from kernels.def. Each microkernel is written once against the vf_*
+ * API and instantiated per element type, so every path shares the same logic and differs only in the
  * vector operations. Names: pb_<dtype>_<op>__<isa>, e.g. pb_f16_softmax__avx2.
  */
 #include <math.h>
@@ -13,7 +14,9 @@
 #define PB_UK(dt, op) PB_CAT(PB_CAT(PB_CAT(pb_, dt), PB_CAT(_, op)), PB_CAT(__, PB_ISA))
 #define PB_ISA_FN(name) PB_CAT(PB_CAT(pb_, name), PB_CAT(__, PB_ISA))
 
-#include "vexp.inc.c"
+#include "../common/vexp.inc.c"
+#include "../common/vextra.inc.c"
+#include "../common/vcopy.inc.c"
 
 /* partial loads of f32 buffers (tails): n < PB_LANES elements */
 static inline vf pb_f32_load_part(const float *p, int64_t n) {
@@ -31,22 +34,7 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #define T_STORE_EXACT vf_store_f32
 #define T_FROM_F32(f) (f)
 #define T_TO_F32(v) (v)
-#include "elementwise.inc.c"
-#include "softmax.inc.c"
-#include "rotary.inc.c"
-#include "attention.inc.c"
-#include "norms.inc.c"
-#include "eltwise.inc.c"
-#include "movement.inc.c"
-#include "onnx_attn.inc.c"
-#undef PB_DT
-#undef T
-#undef T_IS_F32
-#undef T_LOAD
-#undef T_STORE
-#undef T_STORE_EXACT
-#undef T_FROM_F32
-#undef T_TO_F32
+#include "families.inc"
 
 /* ---- float16 ---- */
 #define PB_DT f16
@@ -57,22 +45,7 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #define T_STORE_EXACT vf_store_f16
 #define T_FROM_F32(f) pb_f32_to_f16(f)
 #define T_TO_F32(v) pb_f16_to_f32(v)
-#include "elementwise.inc.c"
-#include "softmax.inc.c"
-#include "rotary.inc.c"
-#include "attention.inc.c"
-#include "norms.inc.c"
-#include "eltwise.inc.c"
-#include "movement.inc.c"
-#include "onnx_attn.inc.c"
-#undef PB_DT
-#undef T
-#undef T_IS_F32
-#undef T_LOAD
-#undef T_STORE
-#undef T_STORE_EXACT
-#undef T_FROM_F32
-#undef T_TO_F32
+#include "families.inc"
 
 /* ---- bfloat16 ---- */
 #define PB_DT bf16
@@ -85,46 +58,22 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #define T_STORE_EXACT vf_store_bf16
 #define T_FROM_F32(f) pb_f32_to_bf16(f)
 #define T_TO_F32(v) pb_bf16_to_f32(v)
-#include "elementwise.inc.c"
-#include "softmax.inc.c"
-#include "rotary.inc.c"
-#include "attention.inc.c"
-#include "norms.inc.c"
-#include "eltwise.inc.c"
-#include "movement.inc.c"
-#include "onnx_attn.inc.c"
-#undef PB_DT
-#undef T
-#undef T_IS_F32
-#undef T_LOAD
-#undef T_STORE
-#undef T_STORE_EXACT
-#undef T_FROM_F32
-#undef T_TO_F32
+#include "families.inc"
 
 #include "peaks.inc.c"
-#include "norms.table.inc.c"
-#include "eltwise.table.inc.c"
-#include "movement.table.inc.c"
-#include "onnx_attn.table.inc.c"
 
+/* this path's table: every slot of kernels.def, one microkernel per dtype */
+#define PB_UK_ALL(slot) {PB_UK(f32, slot), PB_UK(f16, slot), PB_UK(bf16, slot)}
 const pb_isa PB_CAT(pb_isa_, PB_ISA) = {
     .name = PB_ISA_NAME,
     .lanes = PB_LANES,
     .supported = PB_ISA_SUPPORTED,
-    .softmax = {PB_UK(f32, softmax), PB_UK(f16, softmax), PB_UK(bf16, softmax)},
-    .rotary = {PB_UK(f32, rotary), PB_UK(f16, rotary), PB_UK(bf16, rotary)},
-    .cast_to_f32 = {PB_UK(f32, cast_to_f32), PB_UK(f16, cast_to_f32), PB_UK(bf16, cast_to_f32)},
-    .cast_from_f32 = {PB_UK(f32, cast_from_f32), PB_UK(f16, cast_from_f32), PB_UK(bf16, cast_from_f32)},
-    .attention = {PB_UK(f32, attention), PB_UK(f16, attention), PB_UK(bf16, attention)},
-    .attn_combine = {PB_UK(f32, attn_combine), PB_UK(f16, attn_combine), PB_UK(bf16, attn_combine)},
-    .kv_append = {PB_UK(f32, kv_append), PB_UK(f16, kv_append), PB_UK(bf16, kv_append)},
+#define PB_SLOT(slot, type) .slot = PB_UK_ALL(slot),
+#define PB_BINARY(name, vop, comm) .name##_vv = PB_UK_ALL(name##_vv), .name##_vs = PB_UK_ALL(name##_vs), .name##_sv = PB_UK_ALL(name##_sv),
+#include "../kernels.def"
     .peak_fma_f32 = PB_ISA_FN(peak_fma_f32),
     .peak_bf16_dot = PB_ISA_FN(peak_bf16_dot),
     .peak_bf16_method = PB_PEAK_BF16_METHOD,
     .read_sum = PB_ISA_FN(read_sum),
-    .norms = &PB_CAT(pb_norms_table_, PB_ISA),
-    .eltwise = &PB_CAT(pb_eltwise_table_, PB_ISA),
-    .movement = &PB_CAT(pb_movement_table_, PB_ISA),
-    .onnx_attn = &PB_CAT(pb_onnx_attn_table_, PB_ISA),
 };
+#undef PB_UK_ALL

@@ -52,10 +52,4 @@ typedef int (*pb_oattn_full_ukernel)(const pb_oattn_plan *p, int64_t b, int64_t 
 /* RotaryEmbedding of tokens [t0, t1) of the (batch, seq) grid, all heads */
 typedef void (*pb_orot_ukernel)(const pb_onnx_rotary_embedding_args *a, int64_t t0, int64_t t1);
 
-typedef struct pb_onnx_attn_table {
-    pb_oattn_ukernel attention[PB_DT_COUNT];
-    pb_oattn_combine_ukernel combine[PB_DT_COUNT];
-    pb_oattn_full_ukernel full[PB_DT_COUNT];
-    pb_orot_ukernel rotary[PB_DT_COUNT];
-} pb_onnx_attn_table;
 #endif

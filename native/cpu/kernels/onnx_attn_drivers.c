@@ -312,10 +312,10 @@ int pb_onnx_attention(const void *args) {
         partials = (float *)pb_scratch_slot(1, sizeof(float) * part);
         if (partials == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "%s: out of scratch memory", k);
     }
-    const pb_onnx_attn_table *tab = pb_active_isa()->onnx_attn;
+    const pb_isa *tab = pb_active_isa();
     const int di = pb_dtype_index(a->dtype);
-    oa_ctx c = {.p = &p, .s = &sch, .uk = tab->attention[di], .combine = tab->combine[di],
-                .full = full ? tab->full[di] : NULL, .partials = partials};
+    oa_ctx c = {.p = &p, .s = &sch, .uk = tab->oattention[di], .combine = tab->oattn_combine[di],
+                .full = full ? tab->oatt_full[di] : NULL, .partials = partials};
     atomic_init(&c.next, 0);
     atomic_init(&c.status, PB_OK);
     CHECK(pb_parallel_for(sch.threads, sch.threads, oa_items, &c));
@@ -381,7 +381,7 @@ int pb_onnx_rotary_embedding(const void *args) {
                                (long long)(i / a->seq), (long long)(i % a->seq), (long long)p, (long long)a->max_pos);
         }
     }
-    orot_ctx c = {pb_active_isa()->onnx_attn->rotary[pb_dtype_index(a->dtype)], a};
+    orot_ctx c = {pb_active_isa()->orotary[pb_dtype_index(a->dtype)], a};
     const int64_t elements = a->batch * a->seq * a->num_heads * a->head_size;
     return pb_parallel_for(pb_threads_for(a->exec.num_threads, elements, 32768), a->batch * a->seq, orot_range, &c);
 }

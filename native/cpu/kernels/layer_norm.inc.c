@@ -1,4 +1,4 @@
-/* norms.toml: LayerNormalization family, RMSNormalization: per-dtype microkernels (included once per dtype by isa_body.inc.c).
+/* The LayerNormalization family and RMSNormalization: per-dtype microkernels.
  *
  * pb_layer_norm over rows [r0, r1), in f32 in registers, two passes over each row:
  *

@@ -2,7 +2,7 @@
  * by tails nowhere else: vector paths convert in registers). */
 #include <string.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 static inline uint32_t bits_of(float f) {
     uint32_t u;

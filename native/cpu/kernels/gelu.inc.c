@@ -1,69 +1,10 @@
-/* elementwise.toml: Add, Mul, Gelu, FastGelu, BiasGelu, Sigmoid, QuickGelu, ReduceMean: per-dtype microkernels
- * (included once per dtype by isa_body.inc.c). Everything is computed in f32 registers: 16-bit
- * inputs are widened on load and the result is rounded once on store. */
+/* The Gelu family (Gelu, FastGelu, BiasGelu) and the Sigmoid family (Sigmoid, QuickGelu): per-dtype
+ * microkernels. Everything is computed in f32 registers: 16-bit inputs are widened on load and the
+ * result is rounded once on store. The Sigmoid family runs the Gelu family's loops (BIAS 0). */
 
-/* ---- once per ISA file: the few vector operations beyond the shared vf_* API that this group
- * needs (division, min, abs, -abs, a per-lane select), and the dtype-independent Gelu and
- * sigmoid math ---- */
-#ifndef PB_ELTWISE_ONCE
-#define PB_ELTWISE_ONCE
-#if defined(PB_VLOOP) /* vec/portable.h (4 or 16 lanes of plain C) */
-static inline vf pbe_div(vf a, vf b) { PB_VLOOP(i) a.v[i] /= b.v[i]; return a; }
-static inline vf pbe_min(vf a, vf b) { PB_VLOOP(i) a.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i]; return a; }
-static inline vf pbe_abs(vf a) { PB_VLOOP(i) a.v[i] = fabsf(a.v[i]); return a; }
-static inline vf pbe_nabs(vf a) { PB_VLOOP(i) a.v[i] = -fabsf(a.v[i]); return a; }
-/* a < b ? x : y, per lane (false for NaN) */
-static inline vf pbe_sel_lt(vf a, vf b, vf x, vf y) { PB_VLOOP(i) y.v[i] = a.v[i] < b.v[i] ? x.v[i] : y.v[i]; return y; }
-static inline vf pbe_rcp(vf a) { PB_VLOOP(i) a.v[i] = 1.0f / a.v[i]; return a; } /* exact here */
-#elif PB_LANES == 8 /* vec/avx2.h */
-static inline vf pbe_div(vf a, vf b) { return _mm256_div_ps(a, b); }
-static inline vf pbe_min(vf a, vf b) { return _mm256_min_ps(a, b); }
-static inline vf pbe_abs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
-static inline vf pbe_nabs(vf a) { return _mm256_or_ps(_mm256_set1_ps(-0.0f), a); }
-static inline vf pbe_sel_lt(vf a, vf b, vf x, vf y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
-static inline vf pbe_rcp(vf a) { return _mm256_rcp_ps(a); } /* relative error <= 1.5 * 2^-12 */
-#elif PB_LANES == 16 /* vec/avx512.h */
-static inline vf pbe_div(vf a, vf b) { return _mm512_div_ps(a, b); }
-static inline vf pbe_min(vf a, vf b) { return _mm512_min_ps(a, b); }
-static inline vf pbe_abs(vf a) { return _mm512_abs_ps(a); }
-static inline vf pbe_nabs(vf a) {
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_set1_epi32((int)0x80000000u)));
-}
-static inline vf pbe_sel_lt(vf a, vf b, vf x, vf y) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), y, x); }
-static inline vf pbe_rcp(vf a) { return _mm512_rcp14_ps(a); } /* relative error <= 2^-14 */
-#else
-#error "eltwise.inc.c: unknown vector ISA"
-#endif
-
-/* Non-temporal (streaming) stores of one vector, p aligned to the vector's bytes; 16-bit types
- * rounded as T_STORE rounds them (bf16: the _rne store). The portable paths store normally. */
-#if defined(PB_VLOOP)
-static inline void pbe_stream_f32(float *p, vf a) { vf_store_f32(p, a); }
-static inline void pbe_stream_f16(uint16_t *p, vf a) { vf_store_f16(p, a); }
-static inline void pbe_stream_bf16(uint16_t *p, vf a) { vf_store_bf16_rne(p, a); }
-static inline void pbe_stream_fence(void) {}
-#elif PB_LANES == 8
-static inline void pbe_stream_f32(float *p, vf a) { _mm256_stream_ps(p, a); }
-static inline void pbe_stream_f16(uint16_t *p, vf a) {
-    _mm_stream_si128((__m128i *)p, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-static inline void pbe_stream_bf16(uint16_t *p, vf a) {
-    const __m256i pick = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1,
-                                          2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
-    __m256i packed = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(pb_bf16_round_bits(a), pick), 0x08);
-    _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(packed));
-}
-static inline void pbe_stream_fence(void) { _mm_sfence(); }
-#else
-static inline void pbe_stream_f32(float *p, vf a) { _mm512_stream_ps(p, a); }
-static inline void pbe_stream_f16(uint16_t *p, vf a) {
-    _mm256_stream_si256((__m256i *)p, _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-static inline void pbe_stream_bf16(uint16_t *p, vf a) {
-    _mm256_stream_si256((__m256i *)p, _mm512_cvtepi32_epi16(_mm512_srli_epi32(pb_bf16_round_bits(a), 16)));
-}
-static inline void pbe_stream_fence(void) { _mm_sfence(); }
-#endif
+/* ---- once per ISA file: the dtype-independent Gelu and sigmoid math ---- */
+#ifndef PB_GELU_ONCE
+#define PB_GELU_ONCE
 
 /* Gelu(x) = x * Phi(x), Phi the standard normal CDF = 0.5 * (1 + erf(x / sqrt 2)).
  * |x| < 1.30373: Phi = 0.5 + x * R(x^2), R of degree 5 (relative error 1.6e-8 on Phi - 0.5);
@@ -168,83 +109,14 @@ static inline vf PB_ISA_FN(eltwise_xsigmoid_bf16)(vf x, vf z) {
     const vf num = pbe_sel_lt(z, vf_zero(), vf_mul(x, e), x);
     return vf_mul(num, pbe_rcp(vf_add(vf_set1(1.0f), e)));
 }
-#endif /* PB_ELTWISE_ONCE */
-
-/* ---- Add / Mul: vv = two contiguous runs, vs = a contiguous run and one broadcast element ---- */
-#define T_STREAM PB_CAT(pbe_stream_, PB_DT)
-
-/* elements to store normally before y reaches the vector alignment streaming stores need */
-static inline int64_t PB_UK(PB_DT, nt_peel)(const T *y, int64_t n) {
-    const uintptr_t vb = (uintptr_t)(PB_LANES * sizeof(T));
-    const int64_t k = (int64_t)(((vb - ((uintptr_t)y & (vb - 1))) & (vb - 1)) / sizeof(T));
-    return k < n ? k : n;
-}
-
-/* whole vectors from i: 4 at a time, then 1 (B(j) is b's vector at element j) */
-#define PBE_BIN_LOOPS(VOP, B, STORE)                                                                   \
-    for (; i + 4 * L <= n; i += 4 * L) {                                                                \
-        vf r0 = VOP(T_LOAD(a + i), B(i));                                                               \
-        vf r1 = VOP(T_LOAD(a + i + L), B(i + L));                                                       \
-        vf r2 = VOP(T_LOAD(a + i + 2 * L), B(i + 2 * L));                                               \
-        vf r3 = VOP(T_LOAD(a + i + 3 * L), B(i + 3 * L));                                               \
-        STORE(y + i, r0);                                                                               \
-        STORE(y + i + L, r1);                                                                           \
-        STORE(y + i + 2 * L, r2);                                                                       \
-        STORE(y + i + 3 * L, r3);                                                                       \
-    }                                                                                                   \
-    for (; i + L <= n; i += L) STORE(y + i, VOP(T_LOAD(a + i), B(i)));
-/* a partial run of m elements at i (the peel before aligned streaming, and the tail) */
-#define PBE_BIN_PART(VOP, BP, m)                                                                       \
-    PB_UK(PB_DT, store_part)(y + i, VOP(PB_UK(PB_DT, load_part)(a + i, m, 0.0f), BP(m)), m)
-#define PBE_BIN_BODY(VOP, B, BP)                                                                       \
-    const int64_t L = PB_LANES;                                                                         \
-    int64_t i = 0;                                                                                      \
-    if (nt) {                                                                                           \
-        const int64_t p = PB_UK(PB_DT, nt_peel)(y, n);                                                  \
-        if (p > 0) {                                                                                    \
-            PBE_BIN_PART(VOP, BP, p);                                                                   \
-            i = p;                                                                                      \
-        }                                                                                               \
-        PBE_BIN_LOOPS(VOP, B, T_STREAM)                                                                 \
-    } else {                                                                                            \
-        PBE_BIN_LOOPS(VOP, B, T_STORE)                                                                  \
-    }                                                                                                   \
-    if (i < n) PBE_BIN_PART(VOP, BP, n - i);                                                            \
-    if (nt) pbe_stream_fence();
-
-#define PBE_B_VEC(j) T_LOAD(b + (j))
-#define PBE_B_VEC_PART(m) PB_UK(PB_DT, load_part)(b + i, m, 0.0f)
-#define PBE_B_ONE(j) s
-#define PBE_B_ONE_PART(m) s
-#define PBE_BINARY(NAME, VOP)                                                                           \
-    static void PB_UK(PB_DT, NAME##_vv)(const void *av, const void *bv, void *yv, int64_t n, int nt) {  \
-        const T *a = (const T *)av, *b = (const T *)bv;                                                 \
-        T *y = (T *)yv;                                                                                 \
-        PBE_BIN_BODY(VOP, PBE_B_VEC, PBE_B_VEC_PART)                                                    \
-    }                                                                                                   \
-    static void PB_UK(PB_DT, NAME##_vs)(const void *av, const void *bv, void *yv, int64_t n, int nt) {  \
-        const T *a = (const T *)av;                                                                     \
-        T *y = (T *)yv;                                                                                 \
-        const vf s = vf_set1(T_TO_F32(*(const T *)bv));                                                 \
-        PBE_BIN_BODY(VOP, PBE_B_ONE, PBE_B_ONE_PART)                                                    \
-    }
-PBE_BINARY(add, vf_add)
-PBE_BINARY(mul, vf_mul)
-#undef PBE_BINARY
-#undef PBE_B_VEC
-#undef PBE_B_VEC_PART
-#undef PBE_B_ONE
-#undef PBE_B_ONE_PART
-#undef PBE_BIN_BODY
-#undef PBE_BIN_PART
-#undef PBE_BIN_LOOPS
+#endif /* PB_GELU_ONCE */
 
 /* ---- Gelu family: elements [e0, e1) of (rows, cols), bias (cols) added first when given ---- */
 /* Pairs: 2 x PB_LANES consecutive elements as two vectors. bfloat16 on AVX2 (plain stores
  * only) takes the even elements (shifted up) and the odd ones (masked) of one 32-byte load and
  * stores them back with one blend and one 32-byte store, rounded to nearest even like
  * vf_store_bf16_rne (2 operations per 16 elements each way instead of 4 or more; the same
- * arrangement as norms.inc.c's pairs). Gelu is elementwise, so the lane order does not matter as
+ * arrangement as layer_norm.inc.c's pairs). Gelu is elementwise, so the lane order does not matter as
  * long as x, bias and y use the same one. Everywhere else a pair is the two halves in order. */
 #define PBE_IS_BF16_bf16 1
 #if defined(__AVX2__) && !defined(PB_VLOOP) && PB_LANES == 8 && PB_CAT(PBE_IS_BF16_, PB_DT)
@@ -450,80 +322,3 @@ static void PB_UK(PB_DT, sigmoid_mul)(const void *xv, void *yv, int64_t i0, int6
 #undef PBE_SIG_PART
 #undef PBE_SIG_LOOPS
 #undef PBE_GELU_LOOPS
-
-/* ---- ReduceMean ---- */
-/* Sum of x[i0..i1): 8 f32 vector accumulators over blocks of 32 iterations (256 lanes' worth),
- * each block's sum added into a double: every f32 partial adds at most 32 values. */
-static double PB_UK(PB_DT, sum)(const void *xv, int64_t i0, int64_t i1) {
-    const T *x = (const T *)xv;
-    const int64_t L = PB_LANES, step = 8 * L, block = 32 * step;
-    double total = 0.0;
-    int64_t i = i0;
-    while (i1 - i >= step) {
-        vf s0 = vf_zero(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-        const int64_t end = i + ((i1 - i < block) ? (i1 - i) / step * step : block);
-        for (; i < end; i += step) {
-            s0 = vf_add(s0, T_LOAD(x + i));
-            s1 = vf_add(s1, T_LOAD(x + i + L));
-            s2 = vf_add(s2, T_LOAD(x + i + 2 * L));
-            s3 = vf_add(s3, T_LOAD(x + i + 3 * L));
-            s4 = vf_add(s4, T_LOAD(x + i + 4 * L));
-            s5 = vf_add(s5, T_LOAD(x + i + 5 * L));
-            s6 = vf_add(s6, T_LOAD(x + i + 6 * L));
-            s7 = vf_add(s7, T_LOAD(x + i + 7 * L));
-        }
-        total += (double)vf_hsum(vf_add(vf_add(vf_add(s0, s1), vf_add(s2, s3)), vf_add(vf_add(s4, s5), vf_add(s6, s7))));
-    }
-    vf s = vf_zero();
-    for (; i + L <= i1; i += L) s = vf_add(s, T_LOAD(x + i));
-    if (i < i1) s = vf_add(s, PB_UK(PB_DT, load_part)(x + i, i1 - i, 0.0f));
-    return total + (double)vf_hsum(s);
-}
-
-/* Column means of an (R, inner) slab for columns [j0, j1), 4 vectors of columns at a time; the
- * f32 accumulators are flushed into doubles every 64 rows. */
-static void PB_UK(PB_DT, colmean)(const void *xv, void *yv, int64_t R, int64_t inner, int64_t j0, int64_t j1,
-                                  double scale) {
-    const T *x = (const T *)xv;
-    T *y = (T *)yv;
-    const int64_t L = PB_LANES, W = 4 * L, FLUSH = 64;
-    for (int64_t j = j0; j < j1; j += W) {
-        const int64_t w = (j1 - j < W) ? j1 - j : W;
-        double acc[4 * PB_LANES];
-        float part[4 * PB_LANES];
-        for (int64_t k = 0; k < W; k++) acc[k] = 0.0;
-        for (int64_t r0 = 0; r0 < R; r0 += FLUSH) {
-            const int64_t r1 = (R - r0 < FLUSH) ? R : r0 + FLUSH;
-            vf s0 = vf_zero(), s1 = s0, s2 = s0, s3 = s0;
-            if (w == W) {
-                for (int64_t r = r0; r < r1; r++) {
-                    const T *row = x + r * inner + j;
-                    s0 = vf_add(s0, T_LOAD(row));
-                    s1 = vf_add(s1, T_LOAD(row + L));
-                    s2 = vf_add(s2, T_LOAD(row + 2 * L));
-                    s3 = vf_add(s3, T_LOAD(row + 3 * L));
-                }
-            } else {
-                /* the last, narrower chunk: whole vectors, then one partial one */
-                for (int64_t r = r0; r < r1; r++) {
-                    const T *row = x + r * inner + j;
-                    int64_t k = 0;
-                    vf *acc4[4] = {&s0, &s1, &s2, &s3};
-                    for (; k + L <= w; k += L) *acc4[k / L] = vf_add(*acc4[k / L], T_LOAD(row + k));
-                    if (k < w) *acc4[k / L] = vf_add(*acc4[k / L], PB_UK(PB_DT, load_part)(row + k, w - k, 0.0f));
-                }
-            }
-            vf_store_f32(part, s0);
-            vf_store_f32(part + L, s1);
-            vf_store_f32(part + 2 * L, s2);
-            vf_store_f32(part + 3 * L, s3);
-            for (int64_t k = 0; k < w; k++) acc[k] += (double)part[k];
-        }
-        for (int64_t k = 0; k < w; k++) part[k] = (float)(acc[k] * scale);
-        int64_t k = 0;
-        for (; k + L <= w; k += L) T_STORE(y + j + k, vf_load_f32(part + k));
-        if (k < w) PB_UK(PB_DT, store_part)(y + j + k, vf_load_f32(part + k), w - k);
-    }
-}
-
-#undef T_STREAM

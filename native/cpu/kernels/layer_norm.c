@@ -1,48 +1,16 @@
-/* norms.toml: LayerNormalization family, RMSNormalization: public entry points (validate, then run the active ISA's microkernels). */
+/* The LayerNormalization family and RMSNormalization entry point: validate, then rows over the pool. */
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #include "../internal.h"
 
-/* Elements one thread should get before another thread is worth waking (~10 us of work). */
-#define PB_NORM_GRAIN 32768
 
 /* ---- non-temporal output stores ----
- * Beyond the last-level cache the outputs are better streamed to memory: no read for ownership
- * of each y line, and the inputs are not evicted by outputs nobody reads again in this call
- * (measured here: 32 MB read + written, 1.4-2x faster; at 8 MB, in L3, plain stores win). */
+ * Outputs beyond the caches are better streamed to memory (pb_stream_worth: no read for
+ * ownership of each y line, and the inputs are not evicted by outputs nobody reads again in
+ * this call). pb_layer_norm_stream_mode forces it on or off for tests. */
 static _Atomic int g_stream_mode = -1;
-static int64_t g_llc_bytes = 32ll << 20; /* when sysfs does not say */
-static pthread_once_t g_llc_once = PTHREAD_ONCE_INIT;
-
-static void read_llc_bytes(void) {
-    char path[96], buf[32];
-    for (int idx = 0; idx < 8; idx++) {
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", idx);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        int level = 0;
-        int ok = fscanf(f, "%d", &level) == 1;
-        fclose(f);
-        if (!ok || level != 3) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
-        f = fopen(path, "r");
-        if (!f) continue;
-        if (fgets(buf, sizeof buf, f)) {
-            char *end = NULL;
-            long long v = strtoll(buf, &end, 10);
-            if (end && (*end == 'K' || *end == 'k')) v <<= 10;
-            else if (end && *end == 'M') v <<= 20;
-            if (v > 0) g_llc_bytes = v;
-        }
-        fclose(f);
-        return;
-    }
-}
 
 int pb_layer_norm_stream_mode(int32_t mode) {
     if (mode < -1 || mode > 1) return -2;
@@ -57,11 +25,7 @@ typedef struct {
     const char *name;
 } norm_range;
 
-static int ranges_overlap(const norm_range *a, const norm_range *b) {
-    if (a->p == NULL || b->p == NULL || a->bytes == 0 || b->bytes == 0) return 0;
-    uintptr_t x = (uintptr_t)a->p, y = (uintptr_t)b->p;
-    return x < y ? y - x < a->bytes : x - y < b->bytes;
-}
+static int ranges_overlap(const norm_range *a, const norm_range *b) { return pb_overlap(a->p, a->bytes, b->p, b->bytes); }
 
 typedef struct {
     pb_layer_norm_ukernel uk;
@@ -76,12 +40,10 @@ static void layer_norm_range(void *ctx, int64_t r0, int64_t r1) {
 
 int pb_layer_norm(const void *args) {
     const char *k = "layer_norm";
-    if (args == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: args is NULL", k);
+    CHECK(pb_check_args(args, k));
     const pb_layer_norm_args *a = (const pb_layer_norm_args *)args;
-    int rc = pb_check_exec(&a->exec, k);
-    if (rc != PB_OK) return rc;
-    rc = pb_check_dtype(a->dtype, k);
-    if (rc != PB_OK) return rc;
+    CHECK(pb_check_exec(&a->exec, k));
+    CHECK(pb_check_dtype(a->dtype, k));
     if (a->simplified != 0 && a->simplified != 1)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: simplified=%d, expected 0 or 1", k, (int)a->simplified);
     if (!isfinite(a->epsilon) || a->epsilon < 0.0f)
@@ -131,14 +93,13 @@ int pb_layer_norm(const void *args) {
         if (mode == 1) {
             stream = 1;
         } else {
-            pthread_once(&g_llc_once, read_llc_bytes);
             size_t ws = 0;
             for (int i = 0; i < nin; i++) ws += in[i].p ? in[i].bytes : 0;
             for (int o = 0; o < nout; o++) ws += out[o].p ? out[o].bytes : 0;
-            stream = (int64_t)ws > g_llc_bytes / 2;
+            stream = pb_stream_worth((int64_t)ws);
         }
     }
-    layer_norm_ctx c = {pb_active_isa()->norms->layer_norm[pb_dtype_index(a->dtype)], a, stream};
-    int32_t threads = pb_threads_for(a->exec.num_threads, a->rows * a->hidden, PB_NORM_GRAIN);
+    layer_norm_ctx c = {pb_active_isa()->layer_norm[pb_dtype_index(a->dtype)], a, stream};
+    int32_t threads = pb_threads_for(a->exec.num_threads, a->rows * a->hidden, PB_GRAIN_NORM);
     return pb_parallel_for(threads, a->rows, layer_norm_range, &c);
 }

@@ -1,18 +1,4 @@
-/* Partial (tail) loads and stores of n < PB_LANES elements of T, through a small buffer so
- * that every path handles tails with the same logic. Lanes past n read as `fill`. */
-static inline vf PB_UK(PB_DT, load_part)(const T *p, int64_t n, float fill) {
-    T buf[PB_LANES];
-    T f = T_FROM_F32(fill);
-    for (int i = 0; i < PB_LANES; i++) buf[i] = i < n ? p[i] : f;
-    return T_LOAD(buf);
-}
-static inline void PB_UK(PB_DT, store_part)(T *p, vf v, int64_t n) {
-    T buf[PB_LANES];
-    T_STORE(buf, v);
-    memcpy(p, buf, (size_t)n * sizeof(T));
-}
-
-/* Cast to and from f32, elements [i0, i1) */
+/* Cast microkernels (per dtype): to and from f32. */
 static void PB_UK(PB_DT, cast_to_f32)(const void *src, void *dst, int64_t i0, int64_t i1) {
     const T *x = (const T *)src;
     float *y = (float *)dst;

@@ -2,7 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 static _Thread_local char pb_error_message[512];
 

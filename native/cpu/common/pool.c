@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 #define PB_MAX_THREADS 256
 

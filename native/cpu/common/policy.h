@@ -1,0 +1,48 @@
+/* The library's shared policies: how many threads a piece of work is worth, and when outputs
+ * are stored non-temporally. Every family decides both through these, from one set of numbers. */
+#ifndef PB_COMMON_POLICY_H
+#define PB_COMMON_POLICY_H
+
+#include <stdint.h>
+
+/* ---- threads ----
+ * Threads worth using for `work` units when each thread should get at least `grain` units
+ * (pool.c). A grain is the work one more thread should get before waking it pays: with spin off
+ * a sleeping worker takes ~10-20 us to join on these 2-core VMs, so each grain below is ~15-30 us
+ * of one thread's work, chosen on a busy 2-core host (second thread contended; a quiet host may
+ * want less). Units: elements unless named otherwise. */
+int32_t pb_threads_for(int32_t max_threads, int64_t work, int64_t grain);
+
+#define PB_GRAIN_SOFTMAX 32768   /* elements of a row-wise Softmax or RotaryEmbedding (~10 us) */
+#define PB_GRAIN_CAST 131072     /* elements of a cast (a plain conversion: 4x the Softmax grain) */
+#define PB_GRAIN_NORM 32768      /* elements of a LayerNormalization (~10 us) */
+/* Add/Mul stream ~12 bytes per f32 element (~60-80 GB/s in L2) */
+#define PB_GRAIN_BINARY 65536
+/* Gelu costs ~1-3.5 cycles per element: at 65k elements a second thread measured slower than
+ * one (wake cost > half); Sigmoid has the tanh Gelu's cost (one exp, one division); ReduceMean
+ * only reads */
+#define PB_GRAIN_GELU 131072
+#define PB_GRAIN_SIGMOID 131072
+#define PB_GRAIN_REDUCE 131072
+#define PB_GRAIN_MOVE_BYTES (512 * 1024) /* bytes read + written by a data-movement op (~10-20 us) */
+/* Elements per work item of plain copies (Concat, ScatterND's copy of data, a transpose that is
+ * a copy). */
+#define PB_COPY_CHUNK 16384
+
+/* ---- non-temporal stores ----
+ * The last-level cache size every size policy uses: 32 MiB until the host says otherwise, which
+ * it does through pb_set_llc_bytes (perfbench's loader passes timing/caches.py's
+ * last_level_bytes(): sysfs, or $PERFBENCH_LLC_BYTES) -- one number for the library and for the
+ * harness's cold-cache eviction. */
+int64_t pb_llc_bytes(void);
+
+/* Whether a call that reads and writes `ws` bytes in all should store its output non-temporally:
+ * when ws > LLC / 3. The output is not read back by the call and would only evict its inputs;
+ * streamed, it also skips the read for ownership. Measured on Zen 3/4 hosts with a 32 MiB L3
+ * (threshold ~10.7 MiB), each family's own crossover lies on either side of it: Add f32 no
+ * difference at 3 MiB, +20% at 12 MiB, +30-50% at 24-48 MiB; LayerNormalization plain stores win
+ * at 8 MB, streaming 1.4-2x faster at 32 MB; copies 2x the bytes per second from 16 MB of output
+ * (32 MB read + written). */
+int pb_stream_worth(int64_t ws);
+
+#endif

@@ -1,0 +1,77 @@
+/* The microkernel types of every family but attention (kernels/attention.h), named by the slots
+ * of kernels.def. Each microkernel does one share of a validated problem on one thread. */
+#ifndef PB_UKERNELS_H
+#define PB_UKERNELS_H
+#include <stdint.h>
+
+/* ---- cast, softmax ---- */
+/* Softmax of rows [r0, r1) of a (rows, cols) matrix. */
+typedef void (*pb_softmax_ukernel)(const void *x, void *y, int64_t r0, int64_t r1, int64_t cols);
+/* Elements [i0, i1) converted to / from f32. */
+typedef void (*pb_cast_ukernel)(const void *src, void *dst, int64_t i0, int64_t i1);
+
+/* ---- layer_norm ---- */
+/* Rows [r0, r1) of a pb_layer_norm_args problem (already validated); stream: store the outputs
+ * non-temporally (every row 32-byte aligned; ISA paths without streaming stores ignore it). */
+typedef void (*pb_layer_norm_ukernel)(const pb_layer_norm_args *a, int64_t r0, int64_t r1, int stream);
+
+/* ---- binary, gelu, reduce ---- */
+/* y[i] = a[i] (op) b[i], i < n (vv); y[i] = a[i] (op) b[0] (vs: b one broadcast element);
+ * y[i] = a[0] (op) b[i] (sv: a one broadcast element).
+ * nt: store y with non-temporal (streaming) stores, for outputs far beyond the caches (y must
+ * be aligned to its element size; the kernel peels to vector alignment and fences at its end). */
+typedef void (*pb_binary_ukernel)(const void *a, const void *b, void *y, int64_t n, int nt);
+/* Gelu of elements [e0, e1) of a (rows, cols) matrix; bias NULL or (cols), added per row; nt
+ * as above. */
+typedef void (*pb_gelu_ukernel)(const void *x, const void *bias, void *y, int64_t e0, int64_t e1, int64_t cols,
+                                int nt);
+/* Sigmoid family on elements [i0, i1): y = sigmoid(x) (PB_SIGMOID_PLAIN) or x * sigmoid(alpha x)
+ * (PB_SIGMOID_MUL; alpha read only there); nt as above. */
+typedef void (*pb_sigmoid_ukernel)(const void *x, void *y, int64_t i0, int64_t i1, float alpha, int nt);
+/* Sum of elements [i0, i1) of x: f32 vector blocks, block sums added in double. */
+typedef double (*pb_sum_ukernel)(const void *x, int64_t i0, int64_t i1);
+/* Column means of an (R, inner) slab, columns [j0, j1): y[j] = scale * sum_r x[r, j]. */
+typedef void (*pb_colmean_ukernel)(const void *x, void *y, int64_t R, int64_t inner, int64_t j0, int64_t j1,
+                                   double scale);
+
+/* ---- transpose, gather, concat, scatter, trilu ---- */
+/* A transpose after simplification (size-1 axes dropped, axes that stay neighbours merged),
+ * split into `outer` axes that the work items iterate over and the inner work of one item.
+ *
+ * Runs (the last input axis stays last): item t copies `run` contiguous elements to
+ * y + t*run from x + sum(idx_i * src_stride[i]), idx = t as a multi-index over dims (output
+ * order).
+ *
+ * Tiles (the last input axis moves): per outer index, a (rows, cols) block is transposed:
+ * element (i, j) at x + i*src_row_stride + j goes to y + j*dst_col_stride + i. Items are tiles
+ * of PB_MV_TILE x PB_MV_TILE: item t = (outer index, row tile, column tile). */
+#define PB_MV_TILE 32
+typedef struct pb_mv_transpose_plan {
+    int32_t n_outer;
+    int64_t dims[8];
+    int64_t src_stride[8];
+    int64_t dst_stride[8];
+    int64_t run;
+    int64_t rows, cols, src_row_stride, dst_col_stride;
+    int64_t row_tiles, col_tiles;
+    int32_t nt; /* runs: non-temporal stores (pb_stream_worth) */
+    const void *x;
+    void *y;
+} pb_mv_transpose_plan;
+
+/* Items [t0, t1) of a plan (runs or tiles). */
+typedef void (*pb_mv_transpose_ukernel)(const pb_mv_transpose_plan *p, int64_t t0, int64_t t1);
+/* nt (below): copy with non-temporal stores, for outputs too large to stay in the caches (the
+ * driver decides; the microkernel fences before it returns). */
+/* Output rows [r0, r1) of the (outer * n_indices) rows; indices already checked in range. */
+typedef void (*pb_mv_gather_ukernel)(const pb_gather_args *a, int64_t r0, int64_t r1, int32_t nt);
+/* Output elements [e0, e1) of a concat; offsets[j] = inner * (extents[0] + .. + extents[j-1]). */
+typedef void (*pb_mv_concat_ukernel)(const pb_concat_args *a, const int64_t *offsets, int64_t e0, int64_t e1,
+                                     int32_t nt);
+/* dst[i] = op(dst[i], src[i]) for i < n (PB_REDUCTION_ADD/MUL/MAX/MIN), in f32, rounded once. */
+typedef void (*pb_mv_reduce_ukernel)(void *dst, const void *src, int64_t n, int32_t op);
+/* Matrix rows [r0, r1) of the (batch * rows) rows of a Trilu. */
+typedef void (*pb_mv_trilu_ukernel)(const pb_trilu_args *a, int64_t r0, int64_t r1, int32_t nt);
+/* n elements copied (no overlap). */
+typedef void (*pb_mv_copy_ukernel)(void *dst, const void *src, int64_t n, int32_t nt);
+#endif
