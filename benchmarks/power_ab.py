@@ -42,7 +42,7 @@ UNCHANGED_CELLS = {
     "gqa decode (untouched)": "op=GroupQueryAttention batch=1 seq=1 heads=32 kv_heads=8 head_size=128 past=1024 kv=copy",
 }
 COMMON = ["threads=1", "cache=warm", "dtype=f32", "spin=off"]
-PATCH_FROM = "    return pb_parallel_for(threads, a->rows, softmax_range, &c);\n}\n\n/* ---- rotary embedding ---- */"
+PATCH_FROM = "    return pb_parallel_for(threads, a->rows, softmax_range, &c);\n}\n"
 PATCH_TO = {
     "rows": """    int st_ = pb_parallel_for(threads, a->rows, softmax_range, &c);
     /* benchmarks/power_ab.py: recompute PERMILLE/1000 of the rows once more, spread evenly over the
@@ -57,8 +57,7 @@ PATCH_TO = {
     }
     return st_;
 }
-
-/* ---- rotary embedding ---- */""",
+""",
     "spin": """    struct timespec t0_, t_;
     clock_gettime(CLOCK_MONOTONIC, &t0_);
     int st_ = pb_parallel_for(threads, a->rows, softmax_range, &c);
@@ -73,8 +72,7 @@ PATCH_TO = {
     }
     return st_;
 }
-
-/* ---- rotary embedding ---- */""",
+""",
 }
 INCLUDE_FROM, INCLUDE_TO = "#include <stdint.h>\n", "#include <stdint.h>\n#include <time.h>\n"
 
@@ -100,8 +98,8 @@ def scratch_repo(dest: Path) -> Path:
 
 
 def set_level(repo: Path, permille: int, kind: str) -> None:
-    drivers = repo / "native" / "cpu" / "kernels" / "drivers.c"
-    git(repo, "checkout", "--", "native/cpu/kernels/drivers.c")
+    drivers = repo / "native" / "cpu" / "kernels" / "softmax.c"
+    git(repo, "checkout", "--", "native/cpu/kernels/softmax.c")
     if permille:
         text = drivers.read_text()
         if PATCH_FROM not in text or INCLUDE_FROM not in text:

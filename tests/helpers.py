@@ -4,6 +4,7 @@ mutants apply in which dtype. The ISA-path fixture is `auto_isa` in tests/confte
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import numpy as np
@@ -160,3 +161,18 @@ def misaligned(shape, dt):
     buf = np.empty(n + 64, dt)
     off = (-buf.ctypes.data % 64) // buf.itemsize + 1
     return buf[off:off + n].reshape(shape)
+
+
+@contextlib.contextmanager
+def llc_bytes(lib, nbytes: int):
+    """The library's last-level cache size set to `nbytes` for the block (3: every output of more
+    than a byte streams; 2**40: none does), then restored: both store paths on any host."""
+    before = lib.lib.pb_llc_bytes()
+    lib.check(lib.lib.pb_set_llc_bytes(nbytes), "set the last-level cache size")
+    try:
+        yield
+    finally:
+        lib.check(lib.lib.pb_set_llc_bytes(before), "restore the last-level cache size")
+
+
+STREAM, CACHED = 3, 1 << 40

@@ -4,8 +4,15 @@ difference, a mean subtracted per row, or a scalar minus a tensor (1 - gate)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from perfbench.ops.add import BinaryOp
-from perfbench.ops.base import register
+from perfbench.ops.base import Mutant, register
+
+
+def _m_swapped(op, case, x):
+    # the operands taken in the wrong order (B - A): Sub's own failure, the one Add and Mul cannot have
+    return {"C": np.subtract(x["B"], x["A"])}
 
 
 @register
@@ -21,6 +28,7 @@ class Sub(BinaryOp):
         {"a": "33x1", "b": "1x37"},
         {"a": "130x1031", "b": "1031"},  # 2 threads really split it
     )
+    mutants = BinaryOp.mutants + (Mutant("operands swapped (B - A)", _m_swapped, lambda case: True),)
     kernel = "sub"
     onnx_op = "Sub"
     node_types = (("", "Sub"),)

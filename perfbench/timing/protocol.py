@@ -40,7 +40,7 @@ from perfbench.errors import NativeError, UsageError
 from perfbench.kernels_ffi import EvictBuffer, wrappers
 from perfbench.ops import ort as ortlib
 from perfbench.ops.base import GraphSpec
-from perfbench.timing.caches import last_level_bytes
+from perfbench.timing.caches import last_level_bytes, sysfs_last_level_bytes
 
 SPIN_ON_US = 100  # our pool's spin time under the "on" policy
 TARGET_DIFF_NS = 300_000  # K is chosen so the K-copy run exceeds the 1-copy run by ~this
@@ -532,6 +532,8 @@ def _time_once(bound) -> float:
 
 
 def default_evict_bytes() -> int:
-    """Twice the last-level cache (64 MiB if it cannot be read)."""
-    llc = last_level_bytes()
+    """Twice the last-level cache (64 MiB if it cannot be read). A $PERFBENCH_LLC_BYTES below what
+    sysfs reports moves the non-temporal threshold only, never the eviction: evicting less than
+    the cache would leave cold cells warm (evicting more only costs time)."""
+    llc = max(last_level_bytes() or 0, sysfs_last_level_bytes() or 0)
     return 2 * llc if llc else 64 * 1024**2

@@ -14,7 +14,7 @@ import pytest
 
 from perfbench import ops
 from perfbench.kernels_ffi import builder, eltwise
-from perfbench.timing import caches
+from perfbench.timing import caches, protocol
 
 KERNELS_DEF = builder.default_source_dir() / "cpu" / "kernels.def"
 
@@ -102,3 +102,24 @@ def test_sub_scalar_first_and_column_first_on_every_isa(lib, dt):
                 assert np.array_equal(y, a - bb), (isa, a.shape, bb.shape)
     finally:
         lib.select_isa("auto")
+
+
+def test_a_small_override_moves_the_threshold_never_the_eviction(monkeypatch):
+    """PERFBENCH_LLC_BYTES=3 streams every output, but cold-cache cells still evict twice the cache
+    sysfs reports (evicting 6 bytes would leave them warm)."""
+    monkeypatch.setenv("PERFBENCH_LLC_BYTES", "3")
+    assert caches.last_level_bytes() == 3
+    sysfs = caches.sysfs_last_level_bytes()
+    assert protocol.default_evict_bytes() == (2 * sysfs if sysfs else 64 << 20)
+    monkeypatch.setenv("PERFBENCH_LLC_BYTES", str(1 << 40))
+    assert protocol.default_evict_bytes() == 2 << 40
+
+
+def test_an_l2_is_never_taken_for_the_last_level(monkeypatch):
+    """A VM whose sysfs shows only an L2 (1 MiB) gets no last level (the library's 32 MiB), not a
+    third of 1 MiB as its streaming threshold."""
+    monkeypatch.delenv("PERFBENCH_LLC_BYTES", raising=False)
+    monkeypatch.setattr(caches, "cache_bytes", lambda level: 1 << 20 if level == 2 else None)
+    assert caches.sysfs_last_level_bytes() is None and caches.last_level_bytes() is None
+    monkeypatch.setattr(caches, "cache_bytes", lambda level: {2: 1 << 20, 3: 32 << 20}.get(level))
+    assert caches.last_level_bytes() == 32 << 20

@@ -36,7 +36,8 @@ def test_broadcasting_is_bit_exact_against_numpy(isa):
     lib = library()
     lib.select_isa(isa)
     rng = np.random.default_rng(5)
-    for (sa, sb), dt, (name, f) in itertools.product(SHAPE_PAIRS, NP_DTYPES, (("add", np.add), ("mul", np.multiply))):
+    for (sa, sb), dt, (name, f) in itertools.product(SHAPE_PAIRS, NP_DTYPES, (("add", np.add), ("mul", np.multiply),
+                                                                       ("sub", np.subtract))):
         for x_shape, y_shape in ((sa, sb), (sb, sa)):
             a = rng.standard_normal(x_shape).astype(dt)
             b = rng.standard_normal(y_shape).astype(dt)

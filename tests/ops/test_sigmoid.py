@@ -21,7 +21,7 @@ from perfbench.kernels_ffi import eltwise
 from perfbench.ops import _eltwise as el
 from perfbench.ops.base import NodeUnsupported
 from tests.conftest import isas_to_test
-from tests.helpers import library, misaligned
+from tests.helpers import CACHED, STREAM, library, llc_bytes, misaligned
 from tests.helpers import node_info as _node
 
 SUPPORTED = isas_to_test(library())
@@ -87,20 +87,21 @@ def test_sigmoid_nan_infinities_and_signed_zeros(dtype, isa):
 
 @pytest.mark.parametrize("isa", SUPPORTED)
 def test_sigmoid_streaming_stores_and_in_place(isa):
-    """Past 8 MiB the output is streamed (peel to alignment, stream, tail): the same bits as the
-    cached-store path computed in slices, in every dtype and both modes, with a misaligned
+    """With every output streamed (the library's LLC set to 3 bytes: peel to alignment, stream,
+    tail) the bits are those of plain stores, in every dtype and both modes, with a misaligned
     output; and y = x in place gives the same bits as a separate y."""
     lib = library()
     lib.select_isa(isa)
     rng = np.random.default_rng(11)
     for dt in NP_DTYPES:
-        x = (3.0 * rng.standard_normal((1500, 1499))).astype(dt)
+        x = (3.0 * rng.standard_normal((150, 149))).astype(dt)
         for alpha in (None, 1.702):
             y = misaligned(x.shape, dt)
-            eltwise.sigmoid(lib, x, y, alpha=alpha, threads=2).run()
-            rows = np.empty_like(x)
-            for r in range(0, 1500, 500):  # ~1.5-3 MiB per slice: cached stores
-                eltwise.sigmoid(lib, x[r:r + 500], rows[r:r + 500], alpha=alpha).run()
+            with llc_bytes(lib, STREAM):
+                eltwise.sigmoid(lib, x, y, alpha=alpha, threads=2).run()
+            rows = misaligned(x.shape, dt)
+            with llc_bytes(lib, CACHED):
+                eltwise.sigmoid(lib, x, rows, alpha=alpha, threads=2).run()
             assert y.tobytes() == rows.tobytes(), (alpha, np.dtype(dt).name)
             z = x[:7].copy()
             eltwise.sigmoid(lib, z, z, alpha=alpha).run()

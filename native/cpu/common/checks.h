@@ -38,6 +38,9 @@ static inline int pb_overlap_unless_same(const void *p, size_t pn, const void *q
 /* Element counts of every op stay below this: their byte counts (x 8 at most) then fit in int64
  * with room to spare. */
 #define PB_SIZE_LIMIT (INT64_MAX / 16)
+/* attention: the longest head, and the bound on any one tensor's elements */
+#define PB_ATT_MAX_HEAD 1024
+#define PB_ATT_LIMIT (INT64_C(1) << 40)
 
 /* *out = a * b for a, b >= 0 when the product stays below PB_SIZE_LIMIT; 0 (*out untouched) when not */
 static inline int pb_mul_ok(int64_t a, int64_t b, int64_t *out) {

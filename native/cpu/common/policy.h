@@ -25,6 +25,14 @@ int32_t pb_threads_for(int32_t max_threads, int64_t work, int64_t grain);
 #define PB_GRAIN_SIGMOID 131072
 #define PB_GRAIN_REDUCE 131072
 #define PB_GRAIN_MOVE_BYTES (512 * 1024) /* bytes read + written by a data-movement op (~10-20 us) */
+/* The attention scheduler's (GroupQueryAttention, MultiHeadAttention and ai.onnx Attention share
+ * these; the values are the com.microsoft kernels' of 2026-11, unchanged when ai.onnx's driver
+ * stopped carrying its own copy). */
+#define PB_ATT_ROWS 64             /* target query rows (positions x grouped heads) per item */
+#define PB_ATT_GRAIN 262144        /* prefill: multiply-add pairs one more thread should get */
+#define PB_ATT_DECODE_GRAIN 32768  /* decode: key/value elements one more thread should stream */
+#define PB_ATT_MIN_SPLIT_KEYS 256  /* a key chunk of a split item is at least this long */
+#define PB_ATT_COPY_GRAIN 262144   /* elements of a KV-cache copy one more thread should get */
 /* Elements per work item of plain copies (Concat, ScatterND's copy of data, a transpose that is
  * a copy). */
 #define PB_COPY_CHUNK 16384

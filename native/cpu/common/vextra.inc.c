@@ -27,7 +27,7 @@ static inline vf pbe_nabs(vf a) {
 static inline vf pbe_sel_lt(vf a, vf b, vf x, vf y) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), y, x); }
 static inline vf pbe_rcp(vf a) { return _mm512_rcp14_ps(a); } /* relative error <= 2^-14 */
 #else
-#error "eltwise.inc.c: unknown vector ISA"
+#error "vextra.inc.c: unknown vector ISA"
 #endif
 
 /* Non-temporal (streaming) stores of one vector, p aligned to the vector's bytes; 16-bit types

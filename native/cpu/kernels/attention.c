@@ -14,18 +14,6 @@
 
 #include "../internal.h"
 
-#define CHECK(x)                      \
-    do {                              \
-        int rc_ = (x);                \
-        if (rc_ != PB_OK) return rc_; \
-    } while (0)
-
-#define PB_ATT_ROWS 64             /* target query rows (positions x grouped heads) per item */
-#define PB_ATT_GRAIN 262144        /* prefill: multiply-add pairs one more thread should get */
-#define PB_ATT_DECODE_GRAIN 32768  /* decode: key/value elements one more thread should stream */
-#define PB_ATT_MIN_SPLIT_KEYS 256  /* a key chunk of a split item is at least this long */
-#define PB_ATT_MAX_HEAD 1024
-#define PB_ATT_LIMIT (INT64_C(1) << 40)
 
 /* ---- scheduling ---- */
 typedef struct {

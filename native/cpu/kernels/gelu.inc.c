@@ -253,7 +253,7 @@ PBE_GELU(gelu_tanh, PB_ISA_FN(eltwise_gelu_tanh))
 /* ---- Sigmoid family: elements [i0, i1), y = sigmoid(x) or x * sigmoid(alpha x) ---- */
 /* The Gelu family's loops without a bias (PBE_GELU_LOOPS with BIAS 0): 4 independent vectors per
  * iteration (the exp and the division are long chains), bf16 in even/odd pairs, streaming stores
- * past PBE_NT_BYTES, then single vectors and one partial vector for the tail. F(v) may use `va`
+ * when pb_stream_worth says so, then single vectors and one partial vector for the tail. F(v) may use `va`
  * (alpha broadcast). */
 #define PBE_SIG_LOOPS(F, LOAD2, STORE2, STORE1) PBE_GELU_LOOPS(F, LOAD2, STORE2, STORE1, 0)
 #define PBE_SIG_PART(F, m)                                                                             \

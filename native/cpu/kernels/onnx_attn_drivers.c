@@ -15,27 +15,6 @@
 
 #include "../internal.h"
 
-#define CHECK(x)                      \
-    do {                              \
-        int rc_ = (x);                \
-        if (rc_ != PB_OK) return rc_; \
-    } while (0)
-
-#define OA_ROWS 64             /* target query rows (positions x grouped heads) per item */
-#define OA_GRAIN 262144        /* prefill: multiply-add pairs one more thread should get */
-#define OA_DECODE_GRAIN 32768  /* decode: key/value elements one more thread should stream */
-#define OA_MIN_SPLIT_KEYS 256  /* a key chunk of a split item is at least this long */
-#define OA_COPY_GRAIN 262144   /* elements copied one more thread should get */
-#define OA_MAX_HEAD 1024
-#define OA_LIMIT (INT64_C(1) << 40)
-
-/* [a, a + an) and [b, b + bn) (bytes) intersect; empty ranges never do */
-static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
-    if (a == NULL || b == NULL || an == 0 || bn == 0) return 0;
-    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return x < y + bn && y < x + an;
-}
-
 /* ---- Attention: scheduling ---- */
 typedef struct {
     int64_t rows_per_item, n_sblocks, ngroups, nsplit, chunk, items, part_stride;
@@ -44,21 +23,21 @@ typedef struct {
 
 /* full: the full-row form (qk_matmul_output), grouped like the prefill form, never split */
 static void plan_schedule(const pb_oattn_plan *p, int64_t max_kv, int32_t max_threads, int full, oa_sched *s) {
-    s->rows_per_item = p->G >= OA_ROWS ? 1 : OA_ROWS / p->G;
+    s->rows_per_item = p->G >= PB_ATT_ROWS ? 1 : PB_ATT_ROWS / p->G;
     if (s->rows_per_item > p->S) s->rows_per_item = p->S;
     s->n_sblocks = (p->S + s->rows_per_item - 1) / s->rows_per_item;
     const int64_t heads = p->B * p->Nkv;
     const int prefill = full || !pb_att_decode_form(p->S, s->rows_per_item * p->G);
     if (prefill) {
         int64_t work = p->B * p->Nq * p->S;
-        work = work > OA_LIMIT / (max_kv + 1) ? OA_LIMIT : work * (max_kv + 1);
-        work = work > OA_LIMIT / p->H ? OA_LIMIT : work * p->H;
+        work = work > PB_ATT_LIMIT / (max_kv + 1) ? PB_ATT_LIMIT : work * (max_kv + 1);
+        work = work > PB_ATT_LIMIT / p->H ? PB_ATT_LIMIT : work * p->H;
         if (p->causal && !full) work /= 2;
-        s->threads = pb_threads_for(max_threads, work, OA_GRAIN);
+        s->threads = pb_threads_for(max_threads, work, PB_ATT_GRAIN);
     } else {
-        int64_t work = heads > OA_LIMIT / (max_kv + 1) ? OA_LIMIT : heads * (max_kv + 1);
-        work = work > OA_LIMIT / (2 * p->H) ? OA_LIMIT : work * 2 * p->H;
-        s->threads = pb_threads_for(max_threads, work, OA_DECODE_GRAIN);
+        int64_t work = heads > PB_ATT_LIMIT / (max_kv + 1) ? PB_ATT_LIMIT : heads * (max_kv + 1);
+        work = work > PB_ATT_LIMIT / (2 * p->H) ? PB_ATT_LIMIT : work * 2 * p->H;
+        s->threads = pb_threads_for(max_threads, work, PB_ATT_DECODE_GRAIN);
     }
     s->nsplit = 1;
     s->ngroups = s->n_sblocks;
@@ -66,7 +45,7 @@ static void plan_schedule(const pb_oattn_plan *p, int64_t max_kv, int32_t max_th
         const int64_t want = s->threads > 1 ? (4 * s->threads + heads - 1) / heads : 1;
         s->ngroups = want < s->n_sblocks ? want : s->n_sblocks;
     } else if (s->threads > 1 && s->n_sblocks == 1 && heads < 4 * s->threads) {
-        const int64_t want = (4 * s->threads + heads - 1) / heads, most = max_kv / OA_MIN_SPLIT_KEYS;
+        const int64_t want = (4 * s->threads + heads - 1) / heads, most = max_kv / PB_ATT_MIN_SPLIT_KEYS;
         s->nsplit = want < most ? want : most;
         if (s->nsplit < 1) s->nsplit = 1;
     }
@@ -188,9 +167,9 @@ static int oa_validate(const pb_onnx_attention_args *a, const char *k) {
     if (a->q_num_heads % a->kv_num_heads != 0)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: q_num_heads=%lld is not a multiple of kv_num_heads=%lld", k,
                        (long long)a->q_num_heads, (long long)a->kv_num_heads);
-    if (a->head_size > OA_MAX_HEAD)
-        return pb_fail(PB_ERR_UNSUPPORTED, "%s: head_size=%lld is above %d", k, (long long)a->head_size, OA_MAX_HEAD);
-    const int64_t lim = OA_LIMIT, B = a->batch, S = a->q_seq, Nq = a->q_num_heads, H = a->head_size;
+    if (a->head_size > PB_ATT_MAX_HEAD)
+        return pb_fail(PB_ERR_UNSUPPORTED, "%s: head_size=%lld is above %d", k, (long long)a->head_size, PB_ATT_MAX_HEAD);
+    const int64_t lim = PB_ATT_LIMIT, B = a->batch, S = a->q_seq, Nq = a->q_num_heads, H = a->head_size;
     if (a->past_seq > lim || a->kv_seq > lim)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: tensor sizes overflow", k);
     const int64_t total = a->past_seq + a->kv_seq, longest = S > total ? S : total;
@@ -235,10 +214,10 @@ static int oa_validate(const pb_onnx_attention_args *a, const char *k) {
     const char *out_names[4] = {"output", "present_key", "present_value", "qk_output"};
     for (int o = 0; o < 4; o++) {
         for (int i = 0; i < 6; i++)
-            if (overlaps(outs[o], outb[o], ins[i], inb[i]))
+            if (pb_overlap(outs[o], outb[o], ins[i], inb[i]))
                 return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: %s overlaps %s", k, out_names[o], in_names[i]);
         for (int j = o + 1; j < 4; j++)
-            if (overlaps(outs[o], outb[o], outs[j], outb[j]))
+            if (pb_overlap(outs[o], outb[o], outs[j], outb[j]))
                 return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: %s overlaps %s", k, out_names[o], out_names[j]);
     }
     return PB_OK;
@@ -302,7 +281,7 @@ int pb_onnx_attention(const void *args) {
             p.past_len = P;
         }
         const int64_t moved = 2 * B * Nkv * H * (ap.copy_past ? total : Tn);
-        CHECK(pb_parallel_for(pb_threads_for(a->exec.num_threads, moved, OA_COPY_GRAIN), B * Nkv, oa_append_range,
+        CHECK(pb_parallel_for(pb_threads_for(a->exec.num_threads, moved, PB_ATT_COPY_GRAIN), B * Nkv, oa_append_range,
                               &ap));
     }
 
@@ -365,13 +344,13 @@ int pb_onnx_rotary_embedding(const void *args) {
     const size_t e = pb_dtype_size(a->dtype);
     const size_t bytes = (size_t)(a->batch * a->seq * a->num_heads * a->head_size) * e;
     const size_t cache = (size_t)((a->position_ids ? a->max_pos : a->batch * a->seq) * (a->rotary_dim / 2)) * e;
-    if (a->input != a->output && overlaps(a->input, bytes, a->output, bytes))
+    if (a->input != a->output && pb_overlap(a->input, bytes, a->output, bytes))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: input and output overlap partially (in place needs input == output)",
                        k);
-    if (overlaps(a->output, bytes, a->cos_cache, cache) || overlaps(a->output, bytes, a->sin_cache, cache))
+    if (pb_overlap(a->output, bytes, a->cos_cache, cache) || pb_overlap(a->output, bytes, a->sin_cache, cache))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: output overlaps cos_cache or sin_cache", k);
     if (a->position_ids != NULL) {
-        if (overlaps(a->output, bytes, a->position_ids, sizeof(int64_t) * (size_t)(a->batch * a->seq)))
+        if (pb_overlap(a->output, bytes, a->position_ids, sizeof(int64_t) * (size_t)(a->batch * a->seq)))
             return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: output overlaps position_ids", k);
         for (int64_t i = 0; i < a->batch * a->seq; i++) {
             const int64_t p = a->position_ids[i];

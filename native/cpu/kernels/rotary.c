@@ -1,4 +1,4 @@
-/* com.microsoft RotaryEmbedding entry point (moves to rotary.c with the attention engine). */
+/* com.microsoft RotaryEmbedding entry point: validate, then one task per token over the pool. */
 #include <stdint.h>
 
 #include "../internal.h"
