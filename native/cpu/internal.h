@@ -41,84 +41,10 @@ int pb_dtype_index(int32_t dtype);
 
 #include "kernels/ukernels.h"
 
-/* Rotary embedding of head vectors [t0, t1) of the (batch, seq, heads) grid. */
-typedef void (*pb_rotary_ukernel)(const pb_rotary_embedding_args *a, int64_t t0, int64_t t1);
-
-/* ---- attention (attention.c builds these; the ISA files run them) ---- */
-/* Queries rotated by a cos/sin cache: element (pos, i) of cos at cos + pos * half + i. */
-typedef struct pb_rope {
-    const void *cos, *sin; /* NULL: no rotation */
-    int64_t half;          /* columns of the caches: rotary_dim / 2 (rotary_dim <= head size) */
-    int32_t interleaved;
-} pb_rope;
-
-/* One attention problem over a key/value cache that already holds every key it reads. */
-typedef struct pb_attn_plan {
-    int32_t dtype;
-    int64_t B, S, Nq, Nkv, G, H, Hp; /* G = Nq / Nkv query heads per KV head; Hp = H padded to lanes */
-    int64_t rows_per_item;           /* query positions per work item (x G heads = rows) */
-    float scale;
-    const void *q; /* (B, S, Nq, H) */
-    void *out;     /* (B, S, Nq, H) */
-    /* key/value row t of (b, kv head g) at k + b*kv_sb + g*kv_sg + t*kv_st (elements) */
-    const void *k, *v;
-    int64_t kv_sb, kv_sg, kv_st;
-    const int64_t *kv_len; /* (B): keys of batch row b are t < kv_len[b] */
-    const int64_t *q_pos;  /* (B*S): position of each query (causal limit and rotary row) */
-    int32_t causal;        /* query at position p sees keys t <= p */
-    const float *key_bias; /* NULL or (B, bias_stride): added to scaled scores (padding masks) */
-    int64_t bias_stride;
-    pb_rope rope; /* applied to the queries */
-    /* Decode with a copied cache: rows t < past_len[b] are read from the past cache (row t of
-     * (b, g) at k_past + b*past_sb + g*past_sg + t*past_st) and copied into k_copy/v_copy
-     * (laid out as k/v) as they are read, so the past is read once, not copied then re-read.
-     * k_past == NULL: every row is read from k/v. */
-    const void *k_past, *v_past;
-    void *k_copy, *v_copy;
-    int64_t past_sb, past_sg, past_st;
-    const int64_t *past_len;
-} pb_attn_plan;
-
-/* A query block of at least this many rows (positions x grouped heads) takes the prefill
- * (GEMM) form; fewer take the decode (dot-product) form. */
-#define PB_ATT_PACK_ROWS 8
-/* Which form a query block of `rows` rows takes: single-token decode always takes the decode
- * form (any number of grouped heads: it streams each key row once, splits keys across
- * threads and copies the past as it reads it); otherwise blocks of PB_ATT_PACK_ROWS rows or
- * more take the prefill form. */
-static inline int pb_att_decode_form(int64_t seq, int64_t rows) { return seq == 1 || rows < PB_ATT_PACK_ROWS; }
-
-/* Rows [s0, s1) x the G heads of KV head g in batch row b, keys [t0, t1). partial == NULL: the
- * finished output is stored; else (max, sum, unnormalized output) per row go to partial. */
-typedef int (*pb_attn_ukernel)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1, int64_t t0,
-                               int64_t t1, float *partial); /* PB_OK or PB_ERR_OUT_OF_MEMORY (scratch) */
-
-/* Merge nparts partials of the same rows (part i at parts + i*stride) into the output. */
-typedef int (*pb_attn_combine_ukernel)(const pb_attn_plan *p, int64_t b, int64_t g, int64_t s0, int64_t s1,
-                                       const float *parts, int64_t nparts, int64_t stride);
-
-/* New keys/values into a BNSH cache: present row past_len[b] + s <- new token s (keys rotated);
- * copy_past: rows [0, past_len[b]) copied from past first (else past is present). */
-typedef struct pb_kv_append {
-    int32_t dtype;
-    int64_t B, S, Nkv, H;
-    const void *k_new, *v_new; /* (B, S, Nkv, H) */
-    const void *past_k, *past_v;
-    int64_t past_cap;
-    void *pres_k, *pres_v;
-    int64_t pres_cap;
-    const int64_t *past_len; /* (B) */
-    const int64_t *pos;      /* (B*S) rotary position of each new token */
-    int32_t copy_past;
-    int32_t zero_rest; /* rows from past_len[b] + S to pres_cap are zeroed */
-    pb_rope rope;
-} pb_kv_append;
-typedef int (*pb_kv_append_ukernel)(const pb_kv_append *a, int64_t b, int64_t g);
+#include "kernels/attention.h"
 
 typedef float (*pb_peak_ukernel)(int64_t iters, int64_t *flops);
 typedef float (*pb_read_ukernel)(const void *buf, int64_t bytes);
-
-#include "kernels/onnx_attn.h"
 
 /* One ISA path: its microkernel slots are generated from kernels.def (one per dtype each). */
 typedef struct pb_isa {

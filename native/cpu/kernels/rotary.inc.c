@@ -1,9 +1,10 @@
-/* com.microsoft RotaryEmbedding on tokens t in [t0, t1) of the (batch, seq) grid, all heads.
- * Non-interleaved: out[i] = x[i]c[i] - x[i+h]s[i], out[i+h] = x[i+h]c[i] + x[i]s[i] (h = H/2).
+/* RotaryEmbedding (com.microsoft and ai.onnx, one microkernel) on tokens t in [t0, t1) of the
+ * (batch, seq) grid, all heads; the first 2h elements of a head rotate, the rest pass through.
+ * Non-interleaved: out[i] = x[i]c[i] - x[i+h]s[i], out[i+h] = x[i+h]c[i] + x[i]s[i].
  * Interleaved: out[2k] = x[2k]c[k] - x[2k+1]s[k], out[2k+1] = x[2k+1]c[k] + x[2k]s[k], computed
  * as x*cc + swap_pairs(x)*ss with cc = (c0,c0,c1,c1,...) and ss = (-s0,+s0,-s1,+s1,...).
  *
- * Tokens go in blocks: the cos/sin rows of a block's tokens are converted to f32 once into
+ * Tokens go in blocks: the cos/sin rows of a block's tokens (position_ids[t], or t itself) are converted to f32 once into
  * stack buffers (interleaved: already duplicated and signed; non-interleaved f32 caches are
  * read in place), then every head of every token in the block is rotated with them. Heads
  * and tokens are visited in memory order: token-major for (B,S,N*H), head-major for
@@ -53,13 +54,16 @@ static inline void PB_UK(PB_DT, rot_apply)(const T *x, T *y, const float *cf, co
     }
 }
 
-static void PB_UK(PB_DT, rotary)(const pb_rotary_embedding_args *a, int64_t t0, int64_t t1) {
-    const int64_t S = a->seq, N = a->num_heads, H = a->head_size, half = H / 2;
+static void PB_UK(PB_DT, rotary)(const pb_rot_plan *a, int64_t t0, int64_t t1) {
+    const int64_t S = a->S, N = a->N, H = a->H, half = a->half;
+    const int64_t rest = H - 2 * half;
     const int interleaved = a->interleaved;
-    const int bsnh = a->layout == PB_LAYOUT_BSNH;
-    const T *in = (const T *)a->input;
-    T *out = (T *)a->output;
-    const T *cos_cache = (const T *)a->cos_cache, *sin_cache = (const T *)a->sin_cache;
+    const int bsnh = a->bsnh;
+    const T *in = (const T *)a->in;
+    T *out = (T *)a->out;
+    const int copy_rest = rest > 0 && (const void *)in != (const void *)out;
+    const size_t rest_bytes = sizeof(T) * (size_t)rest;
+    const T *cos_cache = (const T *)a->cos, *sin_cache = (const T *)a->sin;
     /* f32 per pair in the buffers: 1, or 2 when interleaved (duplicated) */
     const int64_t w = interleaved ? 2 : 1;
     const int64_t chunk = half * w <= PB_ROT_BUF ? half : PB_ROT_BUF / w;
@@ -75,8 +79,8 @@ static void PB_UK(PB_DT, rotary)(const pb_rotary_embedding_args *a, int64_t t0, 
         for (int64_t j0 = 0; j0 < half; j0 += chunk) {
             const int64_t m = half - j0 < chunk ? half - j0 : chunk;
             for (int64_t k = 0; k < nb; k++) {
-                const int64_t pos = a->position_ids[tb + k];
-                const T *crow = cos_cache + pos * half + j0, *srow = sin_cache + pos * half + j0;
+                const int64_t row = a->position_ids ? a->position_ids[tb + k] : tb + k;
+                const T *crow = cos_cache + row * half + j0, *srow = sin_cache + row * half + j0;
                 if (in_place) {
                     cptr[k] = (const float *)(const void *)crow;
                     sptr[k] = (const float *)(const void *)srow;
@@ -104,19 +108,23 @@ static void PB_UK(PB_DT, rotary)(const pb_rotary_embedding_args *a, int64_t t0, 
                 cptr[k] = cb;
                 sptr[k] = sb;
             }
+            const int last = j0 + m >= half; /* copy the pass-through part once, with the last chunk */
             if (bsnh) {
                 for (int64_t k = 0; k < nb; k++) {
-                    const int64_t off = (tb + k) * N * H; /* (b*S + s) * N * H */
-                    for (int64_t h = 0; h < N; h++)
+                    const int64_t off = (tb + k) * N * H;
+                    for (int64_t h = 0; h < N; h++) {
                         PB_UK(PB_DT, rot_apply)(in + off + h * H, out + off + h * H, cptr[k], sptr[k], half, j0, m,
                                                 interleaved);
+                        if (last && copy_rest) memcpy(out + off + h * H + 2 * half, in + off + h * H + 2 * half, rest_bytes);
+                    }
                 }
             } else {
                 for (int64_t h = 0; h < N; h++) {
                     for (int64_t k = 0; k < nb; k++) {
-                        const int64_t t = tb + k, b = t / S, s = t % S;
-                        const int64_t off = ((b * N + h) * S + s) * H;
+                        const int64_t t = tb + k, bb = t / S, s = t % S;
+                        const int64_t off = ((bb * N + h) * S + s) * H;
                         PB_UK(PB_DT, rot_apply)(in + off, out + off, cptr[k], sptr[k], half, j0, m, interleaved);
+                        if (last && copy_rest) memcpy(out + off + 2 * half, in + off + 2 * half, rest_bytes);
                     }
                 }
             }

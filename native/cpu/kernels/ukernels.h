@@ -1,4 +1,4 @@
-/* The microkernel types of every family but attention (internal.h), named by the slots
+/* The microkernel types of every family but attention (kernels/attention.h), named by the slots
  * of kernels.def. Each microkernel does one share of a validated problem on one thread. */
 #ifndef PB_UKERNELS_H
 #define PB_UKERNELS_H
