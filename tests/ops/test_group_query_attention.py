@@ -344,7 +344,10 @@ from perfbench.kernels_ffi import load
 lib = load()
 for name, params in (("GroupQueryAttention", {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20}),
                      ("GroupQueryAttention", {"heads": 4, "kv_heads": 2, "head_size": 32, "seq": 16}),
-                     ("MultiHeadAttention", {"heads": 2, "head_size": 32, "past": 20})):
+                     ("MultiHeadAttention", {"heads": 2, "head_size": 32, "past": 20}),
+                     ("OnnxAttention", {"heads": 4, "kv_heads": 2, "head_size": 32, "past": 20}),
+                     ("OnnxAttention", {"heads": 4, "kv_heads": 2, "head_size": 32, "seq": 16, "causal": 1}),
+                     ("OnnxAttention", {"heads": 4, "kv_heads": 2, "head_size": 32, "seq": 4, "qk_mode": 3})):
     op = ops.get(name)
     case = op.make_case(params)
     x = op.make_inputs(case, dtypes.F32, np.random.default_rng(0))
@@ -359,18 +362,19 @@ for name, params in (("GroupQueryAttention", {"heads": 4, "kv_heads": 2, "head_s
 
 @pytest.mark.parametrize("limit, where", [("0", "driver"), ("4096", "kernel")])
 def test_attention_without_scratch_returns_out_of_memory(limit, where):
-    """PERFBENCH_SCRATCH_MAX_BYTES=0: the driver's own buffers are refused; 4096: those fit and
-    the microkernels' tiles are refused inside the parallel region. Either way: status 3 and a
-    message, never a crash."""
+    """PERFBENCH_SCRATCH_MAX_BYTES=0: the front end's own buffers are refused; 4096: those fit
+    and the microkernels' tiles are refused inside the parallel region (the engine's decode,
+    prefill and full-row forms, for all three attention ops). Either way: status 3 and a message,
+    never a crash."""
     env = dict(os.environ, PERFBENCH_SCRATCH_MAX_BYTES=limit)
     r = subprocess.run([sys.executable, "-c", _NO_SCRATCH], env=env, capture_output=True, text=True, timeout=120,
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert len(lines) == 3, r.stdout
+    assert len(lines) == 6, r.stdout
     for line in lines:
         assert " status 3 " in line and "scratch" in line, line
-        if where == "kernel":  # only run_attention's message says where the limit comes from
+        if where == "kernel":  # only pb_attn_run's message says where the limit comes from
             assert "see PERFBENCH_SCRATCH_MAX_BYTES" in line, line
 
 

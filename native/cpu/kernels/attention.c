@@ -38,11 +38,13 @@ void pb_attn_schedule(pb_attn_plan *p, int64_t max_kv, int32_t max_threads, pb_a
     const int64_t heads = p->B * p->Nkv;
     const int prefill = full || !pb_att_decode_form(p->S, s->rows_per_item * p->G);
     if (prefill) { /* compute-bound: multiply-add pairs */
+        /* keys per query row: every one, or with a causal limit the mean over the rows (positions
+         * max_kv - S .. max_kv - 1: half of them without a past, nearly all with a long one);
+         * the full-row form computes every score */
+        const int64_t keys = p->causal && !full ? max_kv + 1 - (p->S + 1) / 2 : max_kv + 1;
         int64_t work = p->B * p->Nq * p->S;
-        work = work > PB_ATT_LIMIT / (max_kv + 1) ? PB_ATT_LIMIT : work * (max_kv + 1);
+        work = work > PB_ATT_LIMIT / keys ? PB_ATT_LIMIT : work * keys;
         work = work > PB_ATT_LIMIT / p->H ? PB_ATT_LIMIT : work * p->H;
-        /* causal rows see half the keys on average (the full-row form computes every score) */
-        if (p->causal && !full) work /= 2;
         s->threads = pb_threads_for(max_threads, work, PB_ATT_GRAIN);
     } else { /* memory-bound: key and value elements streamed (a MAC count under-weights them:
               * MHA decode at past 128 stayed on one thread while ORT used two, 1.6x faster) */

@@ -70,7 +70,8 @@ typedef struct pb_attn_plan {
     int64_t past_sb, past_sg, past_st;
     const int64_t *past_len;
     /* qk_matmul_output (B, Nq, S, kv_len[0]) at stage qk_mode (0 raw, 1 softcapped, 2 masked, 3
-     * softmax), or NULL; every item then takes the full-row form */
+     * softmax), or NULL; every item then takes the full-row form (which needs every kv_len[b]
+     * equal: ai.onnx's, the one front end that sets qk) */
     void *qk;
     int32_t qk_mode;
 } pb_attn_plan;

@@ -367,8 +367,8 @@ static inline void PB_ISA_FN(att_add_tile)(float *o, float *t, int64_t n) {
 
 /* One tile's online-softmax step for one row: sc row (TK wide, a multiple of the lanes; entries
  * >= lim masked) becomes probabilities relative to the new running max; returns the factor the
- * row's output must be rescaled by. Masked scores (-inf: the mask, the causal limit, the tile's tail) never reach the exp's own
- * clamp at -87.3: its results there (~1.2e-38 times a polynomial below 1) are denormal, and
+ * row's output must be rescaled by. Masked scores (-inf: the mask, the causal limit, the tile's
+ * tail) never reach the exp's own clamp at -87.3: its results there (~1.2e-38 times a polynomial below 1) are denormal, and
  * denormal results stall the vector units -- with a mask, the exp step cost as much as the QK
  * GEMM. Arguments are clamped at -80 instead (exp = 1.8e-35, a normal number) and the results
  * flushed: (e + 2^-60) - 2^-60 is exactly 0 for e < 2^-84 and exactly e for e >= 2^-35 (between,
