@@ -32,6 +32,16 @@ static int rot_check_common(const pb_exec *ex, int32_t dtype, int32_t layout, in
     return PB_OK;
 }
 
+/* every position id of the (batch, seq) grid names a cos/sin cache row */
+static int rot_check_positions(const int64_t *ids, int64_t batch, int64_t seq, int64_t max_pos, const char *k) {
+    for (int64_t i = 0; i < batch * seq; i++)
+        if (ids[i] < 0 || ids[i] >= max_pos)
+            return pb_fail(PB_ERR_INVALID_ARGUMENT,
+                           "%s: position_ids[%lld, %lld] = %lld is outside the cos/sin cache rows [0, %lld)", k,
+                           (long long)(i / seq), (long long)(i % seq), (long long)ids[i], (long long)max_pos);
+    return PB_OK;
+}
+
 /* ---- com.microsoft RotaryEmbedding ---- */
 int pb_rotary_embedding(const void *args) {
     CHECK(pb_check_args(args, "rotary_embedding"));
@@ -54,13 +64,7 @@ int pb_rotary_embedding(const void *args) {
     size_t bytes = (size_t)(tasks * a->head_size) * pb_dtype_size(a->dtype);
     if (pb_overlap_unless_same(a->input, bytes, a->output, bytes))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: input and output overlap partially (in place needs input == output)", k);
-    for (int64_t i = 0; i < a->batch * a->seq; i++) {
-        int64_t p = a->position_ids[i];
-        if (p < 0 || p >= a->max_pos)
-            return pb_fail(PB_ERR_INVALID_ARGUMENT,
-                           "%s: position_ids[%lld, %lld] = %lld is outside the cos/sin cache rows [0, %lld)", k,
-                           (long long)(i / a->seq), (long long)(i % a->seq), (long long)p, (long long)a->max_pos);
-    }
+    CHECK(rot_check_positions(a->position_ids, a->batch, a->seq, a->max_pos, k));
     const pb_rot_plan p = {.S = a->seq, .N = a->num_heads, .H = a->head_size, .half = a->head_size / 2,
                            .interleaved = a->interleaved, .bsnh = a->layout == PB_LAYOUT_BSNH, .in = a->input,
                            .out = a->output, .cos = a->cos_cache, .sin = a->sin_cache, .position_ids = a->position_ids};
@@ -99,13 +103,7 @@ int pb_onnx_rotary_embedding(const void *args) {
     if (a->position_ids != NULL) {
         if (pb_overlap(a->output, bytes, a->position_ids, sizeof(int64_t) * (size_t)(a->batch * a->seq)))
             return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: output overlaps position_ids", k);
-        for (int64_t i = 0; i < a->batch * a->seq; i++) {
-            const int64_t p = a->position_ids[i];
-            if (p < 0 || p >= a->max_pos)
-                return pb_fail(PB_ERR_INVALID_ARGUMENT,
-                               "%s: position_ids[%lld, %lld] = %lld is outside the cos/sin cache rows [0, %lld)", k,
-                               (long long)(i / a->seq), (long long)(i % a->seq), (long long)p, (long long)a->max_pos);
-        }
+        CHECK(rot_check_positions(a->position_ids, a->batch, a->seq, a->max_pos, k));
     }
     const pb_rot_plan p = {.S = a->seq, .N = a->num_heads, .H = a->head_size, .half = a->rotary_dim / 2,
                            .interleaved = a->interleaved, .bsnh = a->layout == PB_LAYOUT_BSNH, .in = a->input,
