@@ -40,6 +40,7 @@ from perfbench.runner import (
     expand_cells,
     finish_runs,
     host_lock,
+    measure_spread,
     new_run,
     record_cell,
     signals_as_exceptions,
@@ -49,12 +50,13 @@ from perfbench.store import hostinfo, repo
 from perfbench.store import models as m
 from perfbench.store.calibration import sigma_lookup
 from perfbench.store.db import Store
-from perfbench.timing.protocol import CellOutcome
+from perfbench.timing.protocol import CellOutcome, merge_outcomes
 from perfbench.timing.worker import Worker
 
 CALIBRATION_FORMAT = 1
 LABELS = ("base", "head")
 NOT_MEASURED = "not measured"  # the message prefix of a build that did not fail but was not measured
+MAX_PROCESSES = 8  # ab and calibrate cap --processes here (each is a worker with both builds loaded)
 
 
 @dataclass
@@ -70,6 +72,7 @@ class ABOptions:
     spin: list | None = None
     devices: list | None = None
     replicates: int | None = None
+    processes: int | None = None
     db: str | None = None
     calibration_file: str | None = None
     min_effect: float = change.MIN_EFFECT
@@ -82,7 +85,7 @@ def _plan(opts: ABOptions):
     suite = suites.load(opts.suite)
     flts = [filt.parse(f) for f in opts.filters]
     facts = hostinfo.host_facts()
-    settings = suite_settings(suite, opts.quick, opts.replicates)
+    settings = suite_settings(suite, opts.quick, opts.replicates, opts.processes)
     cells, notes = expand_cells(suite, opts, flts, facts, settings)
     return store, suite, flts, facts, settings, cells, notes
 
@@ -93,25 +96,6 @@ def _eta(i: int, n: int, est_s: float, t0: float) -> float:
     return est_s - done if i == 1 else done / (i - 1) * (n - i + 1)
 
 
-def _merge(parts: list[CellOutcome]) -> CellOutcome:
-    """Turns of one side measured in alternating workers -> one outcome (replicates in turn
-    order; the first failing turn decides the statuses)."""
-    out = parts[0]
-    for p in parts[1:]:
-        if p.ours_status != "ok" and out.ours_status == "ok":
-            out.ours_status, out.ours_message = p.ours_status, p.ours_message
-        if p.ort_status not in ("ok", "ort-discrepancy") and out.ort_status in ("ok", "ort-discrepancy"):
-            out.ort_status, out.ort_message = p.ort_status, p.ort_message
-        out.ours_ns += p.ours_ns
-        out.ort_ns += p.ort_ns
-        out.ours_blocks += p.ours_blocks
-        out.ort_blocks += p.ort_blocks
-        out.wall_s += p.wall_s
-    if out.ours_status != "ok" or out.ort_status not in ("ok", "ort-discrepancy"):
-        out.ours_ns, out.ort_ns = [], []
-    return out
-
-
 class _Sides:
     """Workers for both sides: one with both builds (interleaved); one per build of this
     checkout (to measure a side again on its own when the other crashed the shared worker); and
@@ -119,7 +103,9 @@ class _Sides:
 
     def __init__(self, base: revisions.Side, head: revisions.Side):
         self.sides = {"base": base, "head": head}
-        self.together = Worker(base.build.to_dict(), sides={s.label: s.build.to_dict() for s in (base, head)})
+        # both builds in one worker, one such worker per process a cell's replicates spread over
+        self.together = [Worker(base.build.to_dict(), sides={s.label: s.build.to_dict() for s in (base, head)})
+                         for _ in range(MAX_PROCESSES)]
         self.solo = {s.label: Worker(s.build.to_dict()) for s in (base, head)}
         self.apart = {s.label: Worker(s.build.to_dict(), checkout=str(s.checkout)) for s in (base, head)}
 
@@ -136,7 +122,11 @@ class _Sides:
     def measure(self, cell, settings, facts, timeout_s, interleaved: bool, on_phase=None, only=None) -> dict:
         """label -> CellOutcome. `only`: measure that side alone (the other has no such kernel)."""
         if interleaved and only is None:
-            outs = self._run(self.together, "both", cell_spec(cell, settings, facts), timeout_s, on_phase)
+            try:
+                outs = measure_spread(self.together[:max(1, min(MAX_PROCESSES, int(settings.get("processes", 1))))],
+                                      cell, settings, facts, timeout_s, on_phase)
+            except (RuntimeError, TypeError) as e:
+                raise BuildError(f"a measuring worker for both builds could not run: {e}") from e
             for label, out in outs.items():
                 other = outs["head" if label == "base" else "base"]
                 if (out.ours_message.startswith(NOT_MEASURED) and not other.ours_message.startswith(NOT_MEASURED)
@@ -161,10 +151,10 @@ class _Sides:
             # every side measured in this turn; stop when one of them cannot be timed
             if any(p[-1].ours_status != "ok" or not p[-1].ours_ns for p in parts.values()):
                 break
-        return {label: _merge(p) for label, p in parts.items()}
+        return {label: merge_outcomes(p) for label, p in parts.items()}
 
     def stop(self):
-        for w in (self.together, *self.solo.values(), *self.apart.values()):
+        for w in (*self.together, *self.solo.values(), *self.apart.values()):
             w.stop()
 
 

@@ -20,15 +20,16 @@ from sqlalchemy import select
 
 from perfbench import PROTOCOL_VERSION, SCHEMA_VERSION, dtypes, ops, stats, suites
 from perfbench import filters as filt
-from perfbench.compare import verdicts
+from perfbench.compare import change, verdicts
 from perfbench.errors import Interrupted, UsageError
 from perfbench.kernels_ffi import builder, load
 from perfbench.store import hostinfo, repo
 from perfbench.store import models as m
+from perfbench.store.calibration import sigma_lookup
 from perfbench.store.db import Store
 from perfbench.timing import peaks as peaks_mod
 from perfbench.timing import selfcheck
-from perfbench.timing.protocol import CellSpec, default_evict_bytes
+from perfbench.timing.protocol import CellSpec, default_evict_bytes, merge_outcomes, slices
 from perfbench.timing.worker import Worker
 
 
@@ -46,6 +47,7 @@ class RunOptions:
     resume: int | None = None
     db: str | None = None
     replicates: int | None = None
+    processes: int | None = None
     runner_label: str | None = None
 
 
@@ -148,10 +150,26 @@ def _history(store: Store, host_class_id: int) -> dict:
         return {(cid, c.dtype, c.threads, c.device, c.cache, c.spin): c.wall_s for c, cid in s.execute(q)}
 
 
-def derive(op, cell, outcome, peaks: list, facts) -> dict:
-    """Verdict, throughput and share of this host's peak for one measured cell."""
+def run_sigma(lookup, op, cell, outcome) -> tuple[float, float]:
+    """(sigma_b, its dof) of a cell's log ours/ORT ratio for its run verdict: this host class's
+    calibration of the cell (`perfbench calibrate`), else the stated default (CONTRACTS §4)."""
+    got = None
+    if lookup is not None:
+        row = {"case_id": cell.case.case_id, "dtype": cell.dtype, "threads": cell.threads, "device": cell.device,
+               "cache": cell.cache, "spin": cell.spin}
+        got = lookup(row, op.timing_definition(cell.case, cell.dtype, outcome.ort_dtype or cell.dtype))
+    if got and got.get("ratio") is not None:
+        return float(got["ratio"]), stats.calibration_dof(got.get("rounds"))
+    return change.DEFAULT_SIGMA["ratio"], stats.PRIOR_DOF
+
+
+def derive(op, cell, outcome, peaks: list, facts, lookup=None) -> dict:
+    """Verdict, throughput and share of this host's peak for one measured cell. lookup: the
+    calibration lookup of the run (store.calibration.sigma_lookup), for the verdict's sigma_b."""
+    sigma, sigma_dof = run_sigma(lookup, op, cell, outcome)
     v = verdicts.decide(outcome.ours_status, outcome.ort_status, outcome.ours_ns, outcome.ort_ns,
-                        cell.numerics_only, outcome.ort_message)
+                        cell.numerics_only, outcome.ort_message, groups=outcome.process or None,
+                        sigma_b=sigma, sigma_dof=sigma_dof)
     dt = dtypes.get(cell.dtype)
     nbytes = op.bytes_moved(cell.case, dt)
     flops = op.flops(cell.case)
@@ -195,7 +213,8 @@ def record_cell(store: Store, run_id: int, cell, outcome, derived: dict, op, see
             verdict=v.verdict, verdict_note=v.note, flops=derived["flops"], bytes_moved=derived["bytes"],
             bound=derived["bound"], level=derived["level"], peak=derived["peak"], peak_unit=derived["peak_unit"],
             K=outcome.K, ours_iters=outcome.ours_iters, ort_runs=outcome.ort_runs, isa=outcome.isa,
-            wall_s=outcome.wall_s, measured_at=repo.now(),
+            wall_s=outcome.wall_s, design={"process": list(outcome.process), "order": list(outcome.order)},
+            measured_at=repo.now(),
         )
         for impl in ("ours", "ort"):
             sd = derived["sides"][impl]
@@ -228,9 +247,15 @@ def new_run(suite, settings: dict, partial: bool, quick: bool, flts: list, host_
                  started_at=repo.now())
 
 
-def suite_settings(suite, quick: bool, replicates: int | None) -> dict:
-    """The suite's measurement settings with --quick / --replicates applied."""
+def suite_settings(suite, quick: bool, replicates: int | None, processes: int | None = None) -> dict:
+    """The suite's measurement settings with --quick / --replicates / --processes applied."""
     settings = dict(suite.settings)
+    settings.setdefault("processes", 1)  # a run stored before protocol 2 had one
+    if processes is not None:
+        if processes < 1:
+            raise UsageError(f"--processes {processes}: must be >= 1 (the worker processes a cell's replicates "
+                             "are spread over)")
+        settings["processes"] = processes
     if quick:
         settings["replicates"] = settings["quick_replicates"]
     if replicates:
@@ -255,13 +280,37 @@ def expand_cells(suite, opts, flts: list, facts, settings: dict) -> tuple[list, 
     return cells, notes
 
 
-def cell_spec(cell, settings: dict, facts, replicates: int | None = None) -> CellSpec:
-    """What a worker needs to measure one cell (replicates: the settings' unless given)."""
+def cell_spec(cell, settings: dict, facts, replicates: int | None = None, process: int = 0, rep_offset: int = 0,
+              timing_only: bool = False) -> CellSpec:
+    """What a worker needs to measure one cell, or one worker process's share of its replicates
+    (replicates: the settings' unless given)."""
     return CellSpec(op=cell.case.op, params=[list(p) for p in cell.case.params], dtype=cell.dtype,
                     threads=cell.threads, cache=cell.cache, spin=cell.spin, device=cell.device,
                     seed=settings["seed"], replicates=replicates or settings["replicates"],
                     rounds=settings["rounds"], block_ms=settings["block_ms"], numerics_only=cell.numerics_only,
-                    evict_bytes=settings["evict_bytes"], evict_threads=facts.cores)
+                    evict_bytes=settings["evict_bytes"], evict_threads=facts.cores, process=process,
+                    rep_offset=rep_offset, timing_only=timing_only)
+
+
+def measure_spread(workers: list, cell, settings: dict, facts, timeout_s: float, on_phase=None):
+    """One cell with its replicates spread over the worker processes `workers` (CONTRACTS §4:
+    a fresh process samples what one process cannot -- thread placement, library mappings, ORT's
+    pools), one share after another; the first share also judges numerics, the others only time.
+    A worker with several builds answers label -> CellOutcome; so does this then. Each share
+    has its own timeout_s. Returns the merged outcome (or dict of them)."""
+    if cell.numerics_only:
+        return workers[0].measure(cell_spec(cell, settings, facts), timeout_s, on_phase=on_phase)
+    parts = []
+    for p, (off, n) in enumerate(slices(settings["replicates"], min(len(workers), settings.get("processes", 1)))):
+        spec = cell_spec(cell, settings, facts, n, process=p, rep_offset=off, timing_only=p > 0)
+        got = workers[p].measure(spec, timeout_s, on_phase=on_phase)
+        parts.append(got)
+        views = list(got.values()) if isinstance(got, dict) else [got]
+        if any(o.ours_status not in ("ok", "below-resolution") or not o.ours_ns for o in views):
+            break  # not timed (numerics failed, a side failed or crashed): no more shares
+    if isinstance(parts[0], dict):
+        return {label: merge_outcomes([x[label] for x in parts]) for label in parts[0]}
+    return merge_outcomes(parts)
 
 
 def finish_runs(store: Store, run_ids, status: str, message: str, stop, ui, partial: bool | None = None) -> None:
@@ -282,7 +331,7 @@ def finish_runs(store: Store, run_ids, status: str, message: str, stop, ui, part
             signal.signal(sig, h)
 
 
-RESUME_CONFLICTS = ("filters", "quick", "threads", "dtypes", "cache", "spin", "replicates")
+RESUME_CONFLICTS = ("filters", "quick", "threads", "dtypes", "cache", "spin", "replicates", "processes")
 
 
 def run(opts: RunOptions, ui=None) -> int:
@@ -294,7 +343,7 @@ def run(opts: RunOptions, ui=None) -> int:
     flts = [filt.parse(f) for f in opts.filters]
     facts = hostinfo.host_facts()
     versions = hostinfo.versions()
-    settings = suite_settings(suite, opts.quick, opts.replicates)
+    settings = suite_settings(suite, opts.quick, opts.replicates, opts.processes)
 
     resume_done: set = set()
     old_build = None
@@ -313,6 +362,10 @@ def run(opts: RunOptions, ui=None) -> int:
                                  "suite definitions in one run: start a new run instead.")
             if old.host_class.key != facts.class_key:
                 raise UsageError(f"run {old.id} was measured on another host class ({old.host_class.key})")
+            if old.protocol_version != PROTOCOL_VERSION:
+                raise UsageError(f"run {old.id} was measured with protocol version {old.protocol_version}; this "
+                                 f"perfbench measures with {PROTOCOL_VERSION} (docs/protocol.md): start a new run "
+                                 "instead.")
             if old.ort_version != versions["onnxruntime"]:
                 raise UsageError(f"run {old.id} was measured with ORT {old.ort_version}; this is "
                                  f"{versions['onnxruntime']}: start a new run instead.")
@@ -362,9 +415,11 @@ def run(opts: RunOptions, ui=None) -> int:
             s.flush()
             run_id = r.id
         history = _history(store, hc_id)
+        with store.session() as s:
+            lookup, _ = sigma_lookup(s, s.get(m.Run, run_id), None)  # the verdicts' sigma_b
         est = [estimate_cell_s(ops.get(c.case.op), c, settings, peaks, facts, history) for c in todo]
         ui.plan(len(todo), sum(est), notes)
-        worker = Worker(info.to_dict())
+        workers = [Worker(info.to_dict()) for _ in range(max(1, int(settings.get("processes", 1))))]
         status, message = "failed", ""
         t0 = time.monotonic()
         spent_est = 0.0
@@ -381,14 +436,14 @@ def run(opts: RunOptions, ui=None) -> int:
                 scale = elapsed / spent_est if spent_est > 0 else 1.0
                 ui.start_cell(i, len(todo), cell, sum(est[i - 1:]) * scale)
                 op = ops.get(cell.case.op)
-                outcome = worker.measure(cell_spec(cell, settings, facts), float(settings["timeout_s"]),
+                outcome = measure_spread(workers, cell, settings, facts, float(settings["timeout_s"]),
                                          on_phase=ui.phase)
                 # a worker that died before ORT's dtype was known: use what this op/dtype had
                 if outcome.ort_dtype:
                     learned_ort_dtype[(op.name, cell.dtype)] = outcome.ort_dtype
                 else:
                     outcome.ort_dtype = learned_ort_dtype.get((op.name, cell.dtype), "")
-                derived = derive(op, cell, outcome, peaks, facts)
+                derived = derive(op, cell, outcome, peaks, facts, lookup)
                 record_cell(store, run_id, cell, outcome, derived, op, settings["seed"])
                 spent_est += e
                 ui.end_cell(i, len(todo), cell, (outcome, derived))
@@ -401,5 +456,5 @@ def run(opts: RunOptions, ui=None) -> int:
             raise
         finally:
             # a resumed run that measured everything is whole again
-            finish_runs(store, [run_id], status, message, worker.stop, ui, partial=partial)
+            finish_runs(store, [run_id], status, message, lambda: [w.stop() for w in workers], ui, partial=partial)
         return run_id

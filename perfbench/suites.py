@@ -9,6 +9,7 @@
     spin = ["off"]              # off | on
     devices = ["cpu"]           # cpu | cuda (cuda cells need our CUDA kernels: a later issue)
     replicates = 8              # measurement settings (see docs/protocol.md)
+    processes = 3               # worker processes a cell's replicates are spread over
     timeout_s = 300
 
     [[ops]]
@@ -39,7 +40,7 @@ from perfbench.ops.base import Case
 SUITE_KEYS = {
     "name": str, "description": str, "dtypes": list, "threads": list, "cache": list, "spin": list, "devices": list,
     "replicates": int, "rounds": int, "block_ms": (int, float), "timeout_s": (int, float), "seed": int,
-    "quick_replicates": int,
+    "quick_replicates": int, "processes": int,
 }
 BLOCK_KEYS = {"op": str, "axes": dict, "quick": (dict, bool), "numerics": list, "dtypes": list, "threads": list,
               "cache": list, "spin": list, "devices": list}
@@ -48,7 +49,8 @@ SPIN_MODES = ("off", "on")
 DEVICES = ("cpu", "cuda")
 DEFAULTS = {"dtypes": ["f32"], "threads": [1], "cache": ["warm"], "spin": ["off"], "devices": ["cpu"],
             "replicates": 8, "rounds": 3,
-            "block_ms": 3.0, "timeout_s": 300.0, "seed": 20261129, "quick_replicates": 5}
+            "block_ms": 3.0, "timeout_s": 300.0, "seed": 20261129, "quick_replicates": 5,
+            "processes": 3}
 
 
 def suites_dir() -> Path:
@@ -238,6 +240,9 @@ def load(name_or_path: str) -> Suite:
     _check_keys(head, SUITE_KEYS, f"{where}: [suite]")
     _check_common_lists(head, f"{where}: [suite]")
     settings = {**DEFAULTS, **{k: v for k, v in head.items() if k not in ("name", "description")}}
+    if settings["processes"] < 1:
+        raise UsageError(f"{where}: [suite] processes = {settings['processes']}: must be >= 1 (the worker "
+                         "processes a cell's replicates are spread over; 1 = all in one)")
     blocks_raw = data.get("ops")
     if not isinstance(blocks_raw, list) or not blocks_raw:
         raise UsageError(f"{where}: needs at least one [[ops]] block")

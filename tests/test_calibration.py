@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from perfbench import ab
-from perfbench.timing.protocol import CellOutcome, Harness
+from perfbench.timing.protocol import CellOutcome, Harness, merge_outcomes, slices
 
 
 def outcome(ours, ort, status="ok"):
@@ -52,15 +52,38 @@ def test_spreads_known_mean_zero_for_ab_and_shrinkage_toward_the_group():
 
 def test_merge_of_alternating_turns_keeps_replicates_in_turn_order_and_the_first_failure():
     a = outcome([1.0, 2.0], [3.0, 4.0])
+    a.process, a.order = [0, 0], [["ours", "ort"], ["ort", "ours"]]
     b = outcome([5.0, 6.0], [7.0, 8.0])
-    m = ab._merge([a, b])
+    b.process, b.order = [1, 1], [["ours", "ort"], ["ort", "ours"]]
+    m = merge_outcomes([a, b])
     assert m.ours_ns == [1.0, 2.0, 5.0, 6.0] and m.ort_ns == [3.0, 4.0, 7.0, 8.0]
-    bad = ab._merge([outcome([1.0, 2.0], [3.0, 4.0]), outcome([], [], status="crashed")])
+    assert m.process == [0, 0, 1, 1] and len(m.order) == 4
+    bad = merge_outcomes([outcome([1.0, 2.0], [3.0, 4.0]), outcome([], [], status="crashed")])
     assert bad.ours_status == "crashed" and bad.ours_ns == []
 
 
-def test_rotation_is_fixed_for_one_build_and_rotates_for_two():
-    assert [Harness._rotation(["ours"], r) for r in range(3)] == [["ours", "ort"]] * 3
-    orders = [Harness._rotation(["base", "head"], r) for r in range(3)]
-    assert orders == [["base", "head", "ort"], ["head", "ort", "base"], ["ort", "base", "head"]]
-    assert {o[0] for o in orders} == {"base", "head", "ort"}  # no side always first
+def test_slices_share_replicates_as_equally_as_they_divide_two_at_least():
+    assert slices(8, 3) == [(0, 3), (3, 3), (6, 2)]
+    assert slices(5, 3) == [(0, 3), (3, 2)]  # at least two replicates a process
+    assert slices(3, 3) == [(0, 3)]
+    assert slices(2, 3) == [(0, 2)]
+    assert slices(8, 1) == [(0, 8)]
+
+
+def test_rotation_balances_what_precedes_what():
+    # one build: ours and ORT alternate who goes first
+    assert [Harness._rotation(["ours"], r) for r in range(4)] == [["ours", "ort"], ["ort", "ours"]] * 2
+    # three sides: a Williams design -- in 6 rounds every side is first twice and every ordered
+    # pair of sides is adjacent exactly twice (the old rotation had base after ORT, head after base
+    # in every round)
+    orders = [Harness._rotation(["base", "head"], r) for r in range(6)]
+    assert len({tuple(o) for o in orders}) == 6
+    pairs: dict = {}
+    for o in orders:
+        for x, y in zip(o, o[1:]):
+            pairs[(x, y)] = pairs.get((x, y), 0) + 1
+    assert len(pairs) == 6 and set(pairs.values()) == {2}
+    assert {o[0] for o in orders} == {"base", "head", "ort"}
+    swapped = {"base": "head", "head": "base", "ort": "ort"}
+    assert Harness._rotation(["base", "head"], 6) == [swapped[x] for x in orders[0]]  # roles swap every cycle
+    assert Harness._rotation(["base", "head"], 12) == orders[0]  # and the pair of cycles repeats

@@ -123,11 +123,46 @@ def test_one_sided_p_without_sigma_b_is_a_one_sided_t_test():
 
 def test_one_sided_p_increases_with_sigma_b():
     ci = stats.ratio_ci(ORT8, OURS8)
-    ps = [stats.one_sided_p(ci.mean_log, ci.sd_log, ci.n, sb, 0.0) for sb in (0.0, 0.005, 0.01, 0.05, 0.2)]
+    ps = [stats.one_sided_p(ci.mean_log, ci.sd_log, ci.n, sb, 0.0) for sb in (0.0, 0.01, 0.05, 0.2)]
     assert all(a < b for a, b in zip(ps, ps[1:])), ps
-    # SE = sqrt(s^2/n + sigma_b^2), by hand
-    se = math.sqrt(ci.sd_log**2 / ci.n + 0.05**2)
-    assert ps[3] == pytest.approx(st.t.sf(ci.mean_log / se, ci.n - 1), rel=1e-9)
+    # SE = sqrt(s^2/n + sigma_b^2) on Welch-Satterthwaite dof (sigma_b counting 4), by hand
+    w, v = ci.sd_log**2 / ci.n, 0.05**2
+    dof = (w + v) ** 2 / (w**2 / (ci.n - 1) + v**2 / 4)
+    assert dof < ci.n - 1  # where sigma_b dominates, t(n-1) would be anti-conservative
+    assert ps[2] == pytest.approx(st.t.sf(ci.mean_log / math.sqrt(w + v), dof), rel=1e-9)
+
+
+def test_grouped_se_sees_a_process_effect_that_pooled_replicates_hide():
+    # 3 processes, each steady inside, offset from the others: the replicates' own spread is
+    # tiny, the spread between processes is not, and the interval must carry it
+    x = [0.00, 0.001, -0.001, 0.10, 0.101, 0.099, -0.10, -0.101]
+    groups = [0, 0, 0, 1, 1, 1, 2, 2]
+    flat = stats.grouped_mean_se(x)  # as one process: the plain t standard error
+    assert flat.se == pytest.approx(float(np.std(x, ddof=1)) / math.sqrt(8)) and flat.dof == 7
+    g = stats.grouped_mean_se(x, groups)
+    # the own part sigma_p^2/P, sigma_p ~ 0.1, pooled with the prior (0, 4 dof) as it exceeds it
+    own = (float(np.var([0.0, 0.1, -0.1005], ddof=1)) - g.se_within**2 * 8 * np.mean([1 / 3, 1 / 3, 1 / 2])) / 3
+    assert g.processes == 3 and g.se_within < 0.001
+    assert g.between == pytest.approx(math.sqrt(2 * own / 6), rel=1e-3)
+    assert g.se > flat.se and g.dof < 7
+    # a prior above what the processes show is a floor: agreement never narrows the interval
+    wide = stats.grouped_mean_se(x, groups, sigma_b=0.2)
+    assert wide.between == pytest.approx(0.2)
+    # one process: sigma_b alone is the between part (the former SE = sqrt(s^2/n + sigma_b^2))
+    one = stats.grouped_mean_se(x, None, sigma_b=0.05)
+    assert one.se == pytest.approx(math.sqrt(np.var(x, ddof=1) / 8 + 0.05**2))
+    # one replicate a process: no within spread to separate, the replicates' spread stands in
+    single = stats.grouped_mean_se([0.1, 0.2, 0.3], [0, 1, 2], sigma_b=0.01)
+    assert single.processes == 3 and single.between == pytest.approx(0.01)
+    # groups of the wrong length are not groups
+    assert stats.ratio_ci(OURS8, ORT8, groups=[0, 1]).method == stats.ratio_ci(OURS8, ORT8).method
+
+
+def test_ratio_ci_with_between_run_variation_is_wider_and_says_so():
+    plain = stats.ratio_ci(OURS8, ORT8)
+    between = stats.ratio_ci(OURS8, ORT8, groups=[0, 0, 0, 1, 1, 1, 2, 2], sigma_b=0.05)
+    assert between.method == "t-between" and between.ratio == pytest.approx(plain.ratio)
+    assert between.lo < plain.lo and between.hi > plain.hi
 
 
 def test_one_sided_p_zero_standard_error():
@@ -209,3 +244,13 @@ def test_between_run_sigma_and_shrinkage():
     assert stats.shrink_sigma(0.10, 2, 0.02) == pytest.approx(math.sqrt((2 * 0.01 + 4 * 0.0004) / 6))
     with pytest.raises(ValueError):
         stats.between_run_sigma([0.1], [0.0])
+
+
+def test_a_win_at_no_between_run_spread_is_undecided_at_the_default():
+    from perfbench.compare import verdicts
+
+    ours = [95.0, 95.5, 94.8, 95.2, 95.1, 94.9, 95.3, 95.0]
+    ort = [100.0] * 8
+    assert verdicts.decide("ok", "ok", ours, ort).verdict == "win"  # a 5% win, tight within one process
+    v = verdicts.decide("ok", "ok", ours, ort, groups=[0, 0, 0, 1, 1, 1, 2, 2], sigma_b=0.05)
+    assert v.verdict == "undecided" and v.method == "t-between" and v.lo < 1 < v.hi

@@ -12,6 +12,9 @@ import click
 from perfbench import __version__
 from perfbench.errors import Interrupted, PerfbenchError
 
+PROCESSES_HELP = ("Worker processes each cell's replicates are spread over (default: the suite's, 3): a fresh "
+                  "process samples what one cannot (thread placement, library mappings), and the CI includes "
+                  "that spread. 1 = every replicate in one process.")
 DB_HELP = "Results database: any SQLAlchemy URL or a SQLite file path [env PERFBENCH_DB; default sqlite:///results.db]."
 
 

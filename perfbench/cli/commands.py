@@ -10,7 +10,7 @@ import click
 
 from perfbench import filters as filt
 from perfbench import suites
-from perfbench.cli import DB_HELP, cli, split_list
+from perfbench.cli import DB_HELP, PROCESSES_HELP, cli, split_list
 from perfbench.compare import render, views
 from perfbench.errors import UsageError
 
@@ -153,13 +153,14 @@ def suite_options(f):
               help="Stop starting new cells after this long (the run is then partial; --resume finishes it).")
 @click.option("--resume", type=int, metavar="RUN", help="Measure only the cells missing from run RUN.")
 @click.option("--replicates", type=int, metavar="N", help="Replicates per cell (default: the suite's, 8).")
+@click.option("--processes", type=int, metavar="P", help=PROCESSES_HELP)
 @click.option("--runner-label", metavar="LABEL", help="Recorded with the run (e.g. the CI runner's name).")
 @click.option("--db", metavar="URL", help=DB_HELP)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the final table.")
 @click.option("-o", "--output", metavar="FILE", help="Write the final table to FILE instead of stdout.")
-def run(suite, filters, quick, threads, dtype, cache, spin, device, max_time, resume, replicates, runner_label, db,
-        fmt, output):
+def run(suite, filters, quick, threads, dtype, cache, spin, device, max_time, resume, replicates, processes,
+        runner_label, db, fmt, output):
     """Measure a suite: ours vs ORT on every cell, numerics first, then timing.
 
     Prints how many cells it will measure and an estimate, then progress (cell i/N, ETA), then
@@ -184,7 +185,7 @@ def run(suite, filters, quick, threads, dtype, cache, spin, device, max_time, re
                              threads=[int(t) for t in split_list(threads) or []] or None,
                              dtypes=split_list(dtype), cache=list(cache) or None, spin=list(spin) or None,
                              devices=list(device) or None, max_time=max_time, resume=resume, db=db,
-                             replicates=replicates,
+                             replicates=replicates, processes=processes,
                              runner_label=runner_label)
     ui = TerminalUI()
     run_id = runner.run(opts, ui)

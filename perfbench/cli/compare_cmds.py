@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from perfbench.cli import DB_HELP, cli, split_list
+from perfbench.cli import DB_HELP, PROCESSES_HELP, cli, split_list
 from perfbench.cli.commands import TerminalUI, emit, suite_options
 from perfbench.errors import UsageError
 
@@ -59,17 +59,21 @@ def _show(doc: dict, fmt: str, output: str | None) -> int:
 @click.option("--head-rev", metavar="REV", help="The head: a git revision [default: the working tree, as it is].")
 @suite_options
 @click.option("--replicates", type=int, metavar="N", help="Replicates per cell (default: the suite's, 8).")
+@click.option("--processes", type=int, metavar="P", help=PROCESSES_HELP)
 @_cmp_options
-def ab(base_rev, head_rev, suite, filters, quick, threads, dtype, cache, spin, device, replicates, min_effect, q,
-       calibration, db, fmt, output):
+def ab(base_rev, head_rev, suite, filters, quick, threads, dtype, cache, spin, device, replicates, processes, min_effect,
+       q, calibration, db, fmt, output):
     """Measure base and head of our native library side by side, on this machine, now.
 
     Each revision's native library is built from that revision into its own path and loaded
     next to the other with its own header; the harness, op files and suite come from this
     checkout. Every cell runs base, head and ORT in blocks that rotate (base, head, ORT; head,
-    ORT, base; ...) so machine drift cancels, then each change is tested: our time head/base,
-    and the ours/ORT ratio head/base (one-sided t-tests with the cell's calibrated between-run
-    spread sigma_b, Benjamini-Hochberg at --q across all cells, minimum effect --min-effect).
+    ORT, base; ... a Williams design: each side follows each other equally often) so machine
+    drift and carry-over cancel, its replicates spread over --processes worker processes, then
+    each change is tested: our time head/base, and the ours/ORT ratio head/base (one-sided
+    t-tests whose standard error holds the spread between those processes and the cell's
+    calibrated between-run spread sigma_b, Welch-Satterthwaite degrees of freedom,
+    Benjamini-Hochberg at --q across all cells, minimum effect --min-effect).
 
     \b
     ❌ numerics broke  head fails the numerics gate where base passed
@@ -96,7 +100,7 @@ def ab(base_rev, head_rev, suite, filters, quick, threads, dtype, cache, spin, d
     opts = ab_mod.ABOptions(suite=suite, base_rev=base_rev, head_rev=head_rev, filters=list(filters), quick=quick,
                             threads=[int(t) for t in split_list(threads) or []] or None, dtypes=split_list(dtype),
                             cache=list(cache) or None, spin=list(spin) or None, devices=list(device) or None,
-                            replicates=replicates, db=db, calibration_file=calibration,
+                            replicates=replicates, processes=processes, db=db, calibration_file=calibration,
                             min_effect=_effect(min_effect), q=q)
     doc = ab_mod.ab(opts, TerminalUI())
     click.echo(f"comparison {doc['comparison_id']} stored (base run {doc['base']['run_id']}, head run "
@@ -150,8 +154,9 @@ def compare(base, head, suite, host_class, min_effect, q, calibration, db, fmt, 
 @click.option("--rounds", type=int, default=3, show_default=True,
               help="A/A passes over the cells (between-run spread needs >= 2; more is steadier).")
 @click.option("--replicates", type=int, metavar="N", help="Replicates per cell (default: the suite's, 8).")
+@click.option("--processes", type=int, metavar="P", help=PROCESSES_HELP)
 @click.option("--db", metavar="URL", help=DB_HELP)
-def calibrate(suite, filters, quick, threads, dtype, cache, spin, device, rounds, replicates, db):
+def calibrate(suite, filters, quick, threads, dtype, cache, spin, device, rounds, replicates, processes, db):
     """Measure this host's noise: the same build against itself (A/A), for sigma_b.
 
     The working tree's native library is loaded twice and measured like `perfbench ab` (base,
@@ -172,7 +177,7 @@ def calibrate(suite, filters, quick, threads, dtype, cache, spin, device, rounds
     opts = ab_mod.ABOptions(suite=suite, filters=list(filters), quick=quick,
                             threads=[int(t) for t in split_list(threads) or []] or None, dtypes=split_list(dtype),
                             cache=list(cache) or None, spin=list(spin) or None, devices=list(device) or None,
-                            replicates=replicates, db=db, rounds=rounds)
+                            replicates=replicates, processes=processes, db=db, rounds=rounds)
     cal = ab_mod.calibrate(opts, TerminalUI())
     click.echo(_calibration_table(cal))
     return 0

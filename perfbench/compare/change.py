@@ -1,9 +1,11 @@
 """Verdicts of change, base vs head (data, not rendering; docs/compare.md has the decision table).
 
 Per cell, two changes are tested (CONTRACTS §4): our absolute time head/base, and the ours/ORT
-ratio head/base. Each is a one-sided t-test on the log scale with SE = sqrt(within^2 +
-sigma_b^2), sigma_b from A/A calibration of that cell on this host class (a stated default
-when there is none), and Benjamini-Hochberg at q across all cells of the comparison, each
+ratio head/base. Each is a one-sided t-test on the log scale with SE = sqrt(within^2 + v), v
+the between-run variance of the mean: this cell's own spread between the worker processes that
+measured its replicates, pooled with sigma_b^2 from A/A calibration of that cell on this host
+class (a stated default when there is none), on Welch-Satterthwaite degrees of freedom
+(stats.grouped_mean_se), and Benjamini-Hochberg at q across all cells of the comparison, each
 hypothesis a family of its own:
 
 * numerics-broke (❌): head fails the gate (mismatch / error / crashed / timeout / no-kernel)
@@ -79,10 +81,17 @@ def _numerics(b: dict | None, h: dict | None) -> dict:
             "tol": ((h or b) or {}).get("numerics", {}).get("tol")}
 
 
-def _estimate(base: list, head: list, paired: bool) -> tuple[float, float, int]:
+def _estimate(base: list, head: list, paired: bool, groups: list, sigma: float, sigma_dof: float):
+    """(d, SE, dof) of the log change with the between-run spread folded in (CONTRACTS §4).
+    Paired (one sitting): the per-replicate changes over the worker processes that measured
+    them (stats.grouped_mean_se: this cell's own between-process spread pooled with sigma).
+    Unpaired (two runs): Welch's SE of the two means plus sigma^2, Welch-Satterthwaite dof."""
     if paired and len(base) == len(head):
-        return stats.paired_log_change(base, head)
-    return stats.unpaired_log_change(base, head)
+        d = [math.log(h) - math.log(b) for b, h in zip(base, head)]
+        g = stats.grouped_mean_se(d, groups if len(groups) == len(d) else None, sigma, sigma_dof)
+        return g.mean, g.se, g.dof
+    d, se_w, dof_w = stats.unpaired_log_change(base, head)
+    return d, math.sqrt(se_w**2 + sigma**2), stats.ws_dof(se_w**2, dof_w, sigma**2, sigma_dof)
 
 
 def run_incomparable(base_run: dict, head_run: dict) -> list[str]:
@@ -154,17 +163,19 @@ def compare_cells(base_cells: list[dict], head_cells: list[dict], *, mode: str =
                 ("abs", bo, ho, "ab" if interleaved else "ours"),
                 ("ratio", [x / y for x, y in zip(bo, bt)], [x / y for x, y in zip(ho, ht)],
                  "ab" if interleaved else "ratio")):
-            d, se_w, dof = _estimate(base_v, head_v, paired)
             source = "calibrated" if cal and cal.get(skey) is not None else "default"
             sigma = cal[skey] if source == "calibrated" else DEFAULT_SIGMA[skey]
+            sigma_dof = stats.calibration_dof(cal.get("rounds")) if source == "calibrated" else stats.PRIOR_DOF
             # one run's spread enters once per run: one interleaved sitting is one, two runs are two
             sigma_used = sigma if interleaved else math.sqrt(2) * sigma
-            t = stats.change_test(d, se_w, dof, sigma_used, min_effect)
+            d, se, dof = _estimate(base_v, head_v, paired, (h.get("protocol") or {}).get("process") or [], sigma_used,
+                                 sigma_dof)
+            t = stats.change_test(d, se, dof, 0.0, min_effect)
             bv = stats.median(base_v) if metric == "abs" else math.exp(float(_mean_log(base_v)))
             hv = stats.median(head_v) if metric == "abs" else math.exp(float(_mean_log(head_v)))
             row[metric] = {"verdict": "unchanged", "base": bv, "head": hv, "change": math.expm1(d),
                            "ci_low": math.expm1(t.lo), "ci_high": math.expm1(t.hi), "sigma_b": sigma_used,
-                           "sigma_source": source, "n": min(len(base_v), len(head_v)), "p_worse": t.p_worse,
+                           "sigma_source": source, "se": t.se, "dof": t.dof, "n": min(len(base_v), len(head_v)), "p_worse": t.p_worse,
                            "p_worse_m": t.p_worse_m, "p_better": t.p_better, "p_better_m": t.p_better_m}
             tests.setdefault(metric, []).append(row[metric])
     for family in tests.values():  # each change (absolute, ratio) and each hypothesis a family

@@ -14,7 +14,9 @@ from perfbench.compare.views import short_case
 LEGEND = (
     "ours/ORT < 1 means we are faster. Times are medians of per-replicate estimates (marginal cost of one "
     "more call, harness overhead removed); the ratio is the geometric mean of per-replicate ours/ORT ratios "
-    "with its 95% t-interval on the log ratios (n replicates, each a fresh ORT session and fresh buffers). "
+    "with its 95% interval on the log ratios, which includes between-run variation (n replicates, each a fresh "
+    "ORT session and fresh buffers, spread over worker processes; the spread between those processes and the "
+    "calibrated between-run spread sigma_b are in the standard error, Welch-Satterthwaite dof). "
     "Verdict: win = whole CI < 1, loss = whole CI > 1, undecided = otherwise, fail = our numerics or run "
     "failed, n/a = no ratio. %peak = share of this host's measured peak for the cache level the working "
     "set lives in (`perfbench peaks`)."

@@ -1,6 +1,7 @@
 """Verdicts (data, not rendering): per cell, on the ours/ORT ratio (CONTRACTS §2).
 
-* win       ours ok, whole 95% CI of ours/ORT below 1
+* win       ours ok, whole 95% CI of ours/ORT below 1 (the CI includes between-run variation:
+            the spread between the replicates' worker processes and the calibrated sigma_b)
 * loss      ours ok, whole CI above 1
 * undecided ours ok, otherwise
 * fail      ours mismatch / error / crashed / timeout
@@ -37,7 +38,12 @@ class CellVerdict:
 
 
 def decide(ours_status: str, ort_status: str, ours_ns: list, ort_ns: list, numerics_only: bool = False,
-           ort_message: str = "") -> CellVerdict:
+           ort_message: str = "", groups: list | None = None, sigma_b: float = 0.0,
+           sigma_dof: float = stats.PRIOR_DOF) -> CellVerdict:
+    """The cell's verdict from its replicates. groups: the worker process of each replicate;
+    sigma_b (with sigma_dof): the between-run spread of the log ratio (calibrated, else the
+    stated default) -- both folded into the interval (stats.ratio_ci, CONTRACTS §2/§4), so that a
+    win or a loss is a claim about the next run too."""
     if ours_status in FAIL_STATUSES:
         return CellVerdict("fail", f"ours {ours_status}")
     if numerics_only:
@@ -55,7 +61,7 @@ def decide(ours_status: str, ort_status: str, ours_ns: list, ort_ns: list, numer
         return CellVerdict("n/a", "fewer than two replicates")
     if min(ours_ns) <= 0 or min(ort_ns) <= 0:
         return CellVerdict("n/a", "a replicate at or below zero (below resolution)")
-    ci = stats.ratio_ci(ours_ns, ort_ns)
+    ci = stats.ratio_ci(ours_ns, ort_ns, groups=groups, sigma_b=sigma_b, sigma_dof=sigma_dof)
     if ci.hi < 1.0:
         v = "win"
     elif ci.lo > 1.0:

@@ -34,7 +34,8 @@ def cell_view(c) -> dict:
         "work": {"flops": c.flops, "bytes": c.bytes_moved, "bound": c.bound, "level": c.level, "peak": c.peak,
                  "peak_unit": c.peak_unit},
         "protocol": {"K": c.K, "ours_iters": c.ours_iters, "ort_runs": c.ort_runs, "isa": c.isa, "seed": c.seed,
-                     "wall_s": c.wall_s},
+                     "wall_s": c.wall_s, "process": list((c.design or {}).get("process") or []),
+                     "order": list((c.design or {}).get("order") or [])},
         "timing_hash": c.timing_hash, "numerics_hash": c.numerics_hash,
     }
 

@@ -25,11 +25,16 @@ class RatioCI:
     method: str  # "t" or "bootstrap"
 
 
-def ratio_ci(ours: list[float], theirs: list[float], level: float = 0.95, seed: int = 0) -> RatioCI:
+def ratio_ci(ours: list[float], theirs: list[float], level: float = 0.95, seed: int = 0, groups=None,
+             sigma_b: float = 0.0, sigma_dof: float = 4.0) -> RatioCI:
     """ours/theirs per replicate (pairs), reported as the geometric mean of the per-replicate
     ratios with a two-sided `level` interval on the log ratios: a Student t-interval
     mean +/- t_{(1+level)/2, n-1} * s / sqrt(n) for n < 20, a percentile bootstrap of the mean
-    log ratio (4000 resamples, fixed seed) for n >= 20. Requires n >= 2 and positive values."""
+    log ratio (4000 resamples, fixed seed) for n >= 20. Requires n >= 2 and positive values.
+
+    With between-run variation (replicates spread over worker processes, `groups`, or a
+    between-run spread sigma_b > 0): the t-interval of grouped_mean_se, whatever n (method
+    "t-between"; the bootstrap resamples replicates and cannot see what differs between runs)."""
     a = np.asarray(ours, dtype=float)
     b = np.asarray(theirs, dtype=float)
     if a.shape != b.shape or a.size < 2:
@@ -40,6 +45,12 @@ def ratio_ci(ours: list[float], theirs: list[float], level: float = 0.95, seed: 
     n = logs.size
     m = float(logs.mean())
     s = float(logs.std(ddof=1))
+    if sigma_b > 0 or (groups is not None and len(groups) == n and len(set(groups)) > 1):
+        from scipy import stats as _st
+
+        g = grouped_mean_se(logs, groups, sigma_b, sigma_dof)
+        half = float(_st.t.ppf((1 + level) / 2, g.dof)) * g.se
+        return RatioCI(math.exp(m), math.exp(m - half), math.exp(m + half), n, m, s, "t-between")
     if n >= BOOTSTRAP_MIN_N:
         rng = np.random.default_rng(seed)
         means = rng.choice(logs, size=(BOOTSTRAP_RESAMPLES, n), replace=True).mean(axis=1)
@@ -54,17 +65,21 @@ def ratio_ci(ours: list[float], theirs: list[float], level: float = 0.95, seed: 
     return RatioCI(math.exp(m), math.exp(lo), math.exp(hi), n, m, s, method)
 
 
-def one_sided_p(mean_log: float, sd_log: float, n: int, sigma_b: float, delta: float) -> float:
+def one_sided_p(mean_log: float, sd_log: float, n: int, sigma_b: float, delta: float,
+                sigma_dof: float = 4.0) -> float:
     """p-value of H0: true mean log change <= delta against H1: > delta, with standard error
     SE = sqrt(s^2/n + sigma_b^2) (sigma_b: between-run spread of the log ratio from A/A
-    calibration) and a t distribution with n-1 degrees of freedom."""
-    se = math.sqrt(sd_log**2 / n + sigma_b**2)
+    calibration, or a stated default, with sigma_dof degrees of freedom) and a t distribution
+    with Welch-Satterthwaite degrees of freedom (ws_dof)."""
+    w = sd_log**2 / n
+    se = math.sqrt(w + sigma_b**2)
     if se == 0:
         return 0.0 if mean_log > delta else 1.0
     from scipy import stats as _st
 
+    dof = ws_dof(w, max(n - 1, 1), sigma_b**2, sigma_dof)
     t = (mean_log - delta) / se
-    return float(_st.t.sf(t, max(n - 1, 1)))
+    return float(_st.t.sf(t, max(dof, 1.0)))
 
 
 def benjamini_hochberg(pvalues: list[float], q: float = 0.05) -> list[bool]:
@@ -94,7 +109,7 @@ class ChangeTest:
 
     d: float  # estimated mean log change
     se: float  # standard error used: sqrt(se_within^2 + sigma_b^2)
-    dof: int
+    dof: float
     lo: float  # unadjusted two-sided 95% interval of d (includes sigma_b)
     hi: float
     p_worse: float  # H0: d <= 0
@@ -103,7 +118,7 @@ class ChangeTest:
     p_better_m: float  # H0: d >= -log(1+m)
 
 
-def change_test(d: float, se_within: float, dof: int, sigma_b: float, m: float, level: float = 0.95) -> ChangeTest:
+def change_test(d: float, se_within: float, dof: float, sigma_b: float, m: float, level: float = 0.95) -> ChangeTest:
     """One-sided t-tests of a log change d (CONTRACTS §4) with standard error
     SE = sqrt(se_within^2 + sigma_b^2), se_within the within-run standard error of d and sigma_b the
     between-run spread of d from A/A calibration, on a t distribution with `dof` degrees of freedom:
@@ -112,7 +127,7 @@ def change_test(d: float, se_within: float, dof: int, sigma_b: float, m: float, 
     from scipy import stats as _st
 
     se = math.sqrt(se_within**2 + sigma_b**2)
-    dof = max(int(dof), 1)
+    dof = max(float(dof), 1.0)
     lm = math.log1p(m)
     if se == 0:
         def sf(x):
@@ -162,6 +177,83 @@ def between_run_sigma(means: list[float], within_var: list[float]) -> float:
     if x.size < 2:
         raise ValueError("between_run_sigma needs at least two runs")
     return math.sqrt(max(0.0, float(x.var(ddof=1)) - float(np.mean(within_var))))
+
+
+def ws_dof(w: float, dof_w: float, v: float, dof_v: float) -> float:
+    """Welch-Satterthwaite degrees of freedom of a variance w + v (w with dof_w, v with dof_v):
+    (w + v)^2 / (w^2/dof_w + v^2/dof_v), which lies between min(dof_w, dof_v) and dof_w + dof_v.
+    Where v dominates it falls toward dof_v (t(n-1) would be anti-conservative there); where a
+    small v joins a large w it can exceed dof_w (the sum is relatively better known than w)."""
+    if w + v == 0:
+        return max(float(dof_w), 1.0)
+    denom = (w**2 / dof_w if w else 0.0) + (v**2 / dof_v if v else 0.0)
+    return max(1.0, (w + v) ** 2 / denom)
+
+
+PRIOR_DOF = 4.0  # degrees of freedom a stated default spread counts as (and shrink_sigma's prior)
+
+
+def calibration_dof(rounds: int | None) -> float:
+    """Degrees of freedom of a calibrated sigma_b: its rounds - 1 plus the PRIOR_DOF it was shrunk
+    with (shrink_sigma); a 3-round calibration gives 6 (t_0.975 = 2.45 instead of 1.96)."""
+    return max(int(rounds or 2) - 1, 1) + PRIOR_DOF
+
+
+@dataclass(frozen=True)
+class GroupedSE:
+    """A mean over replicates spread over worker processes, with its between-run variance; see
+    grouped_mean_se."""
+
+    mean: float
+    se: float  # sqrt(se_within^2 + v)
+    dof: float  # Welch-Satterthwaite
+    se_within: float  # s_w / sqrt(n)
+    between: float  # sqrt(v): the between-run standard deviation of the mean used
+    processes: int
+
+
+def grouped_mean_se(x, groups=None, sigma_b: float = 0.0, sigma_dof: float = PRIOR_DOF) -> GroupedSE:
+    """Mean of per-replicate values x (log scale) measured in P worker processes (groups[i] is
+    replicate i's process; None: one process), with a standard error that includes between-run
+    variation (CONTRACTS §4):
+
+    * s_w^2: the pooled within-process variance (n - P degrees of freedom);
+    * the between-run variance of the mean, v, is at least the prior sigma_b^2 (A/A calibration
+      of the whole between-run spread of a run's mean, or a stated default; sigma_dof degrees of
+      freedom). This cell's own processes estimate only the process-level part of it,
+      sigma_p^2 / P with sigma_p^2 = max(0, var(process means) - s_w^2 * mean(1/n_p)) (P - 1
+      dof; none with one process or one replicate a process); where that exceeds the prior, the
+      two are pooled by their degrees of freedom, so a cell whose processes disagree more than
+      the host's calibration says widens its own interval, and one that agrees never narrows
+      it below the prior;
+    * SE^2 = s_w^2/n + v, on a t distribution with Welch-Satterthwaite degrees of freedom
+      (ws_dof; v counting sigma_dof, or P - 1 + sigma_dof when pooled).
+    With one process and sigma_b = 0 this is the plain t-interval (dof n - 1)."""
+    a = np.asarray(x, dtype=float)
+    n = a.size
+    if n < 2:
+        raise ValueError("grouped_mean_se needs at least two replicates")
+    g = np.zeros(n, dtype=int) if groups is None or len(groups) != n else np.asarray(groups)
+    labels = sorted(set(g.tolist()))
+    P = len(labels)
+    means = np.array([a[g == k].mean() for k in labels])
+    sizes = np.array([(g == k).sum() for k in labels])
+    resid = sum(float(((a[g == k] - mu) ** 2).sum()) for k, mu in zip(labels, means))
+    dof_w = n - P
+    own_dof = P - 1
+    if dof_w < 1:  # one replicate per process: no within spread to separate from the between
+        s_w2, dof_w, own_dof = float(a.var(ddof=1)), n - 1, 0
+    else:
+        s_w2 = resid / dof_w
+    se_w2 = s_w2 / n
+    v, v_dof = sigma_b**2, sigma_dof
+    if own_dof > 0:
+        own = max(0.0, float(means.var(ddof=1)) - s_w2 * float(np.mean(1.0 / sizes))) / P
+        if own > v:
+            v, v_dof = (own_dof * own + sigma_dof * v) / (own_dof + sigma_dof), own_dof + sigma_dof
+    se2 = se_w2 + v
+    dof = ws_dof(se_w2, dof_w, v, v_dof)
+    return GroupedSE(float(a.mean()), math.sqrt(se2), max(1.0, dof), math.sqrt(se_w2), math.sqrt(v), P)
 
 
 def shrink_sigma(sigma: float, dof: int, pooled: float, prior_dof: float = 4.0) -> float:

@@ -33,7 +33,7 @@ def sigma_lookup(s, run: m.Run, cal_file: dict | None):
             for c in cal.cells:
                 table[cal_key(c.case_id, c.timing_hash, c.dtype, c.threads, c.device, c.cache, c.spin)] = {
                     "sigma_ab": c.sigma_ab, "sigma_ours": c.sigma_ours, "sigma_ort": c.sigma_ort,
-                    "sigma_ratio": c.sigma_ratio, "_meta": meta}
+                    "sigma_ratio": c.sigma_ratio, "rounds": c.rounds, "_meta": meta}
     used: dict = {}
 
     def lookup(row, timing_hash):
@@ -42,6 +42,7 @@ def sigma_lookup(s, run: m.Run, cal_file: dict | None):
         if not c:
             return None
         used[c["_meta"].get("id")] = c["_meta"]
-        return {"ab": c["sigma_ab"], "ours": c["sigma_ours"], "ort": c["sigma_ort"], "ratio": c["sigma_ratio"]}
+        return {"ab": c["sigma_ab"], "ours": c["sigma_ours"], "ort": c["sigma_ort"], "ratio": c["sigma_ratio"],
+                "rounds": c.get("rounds") or c["_meta"].get("rounds")}
 
     return lookup, used

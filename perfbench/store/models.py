@@ -182,6 +182,9 @@ class Cell(Base):
     ort_runs: Mapped[int] = mapped_column(Integer, default=0)
     isa: Mapped[str] = mapped_column(String(32), default="")
     wall_s: Mapped[float] = mapped_column(Float, default=0.0)
+    # {"process": [worker process of each replicate], "order": [[side of each block, in time
+    # order] per replicate]}; None for cells stored before protocol 2 (one process)
+    design: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     measured_at: Mapped[datetime] = mapped_column(DateTime)
     run: Mapped[Run] = relationship(back_populates="cells")
     case: Mapped[Case] = relationship()

@@ -13,7 +13,8 @@
    new evidence, a merge keeps the oldest ticket. A range with new evidence that overlaps no open
    ticket reopens a ticket closed as fixed that shares cells with it, else opens a new one.
 4. An open ticket no range took closes: merged, obsolete (a full run of its suite has none of its
-   cells, or not its group at all), or fixed (measured, none still a loss or failing).
+   cells, or not its group at all), or fixed (measured, none still slower -- a loss, or undecided
+   with ratio > 1 -- or failing).
 
 Runs are taken in in order of finish time per host class; a run resumed after `--max-time` is taken
 in again unless a later run was taken in meanwhile. Only complete, non-invalidated `perfbench run`
@@ -26,6 +27,7 @@ import secrets
 
 from sqlalchemy import select
 
+from perfbench import stats
 from perfbench.compare import views
 from perfbench.compare.change import DEFAULT_SIGMA
 from perfbench.errors import UsageError
@@ -33,6 +35,14 @@ from perfbench.store import models as m
 from perfbench.store import repo
 from perfbench.store.calibration import sigma_lookup
 from perfbench.tickets import ranges, render
+
+
+def _still_slower(c: dict) -> bool:
+    """A loss ticket's cell that holds the ticket open: a `loss`, or `undecided` with ours still
+    slower at the point (ratio > 1). Since protocol 2 the interval holds between-run variation
+    (about +/-10% at the default sigma_b): "no longer a loss" alone would close a ticket whose
+    cells lose by 5% as fixed, without a line of code changed."""
+    return c["verdict"] == "loss" or (c["verdict"] == "undecided" and (c.get("ratio") or 0) > 1.0)
 
 
 def _cell_entry(c: dict, run: m.Run) -> dict:
@@ -128,7 +138,7 @@ def update(s, run_id: int, *, min_effect: float = 0.03, q: float = 0.05, cal_fil
 
     def sigma_for(c):
         got = lookup(c, c["timing_hash"])
-        return got["ratio"] if got else None
+        return (got["ratio"], stats.calibration_dof(got.get("rounds"))) if got and got["ratio"] is not None else None
 
     kinds, p_of = ranges.judge(cells, sigma_for, DEFAULT_SIGMA["ratio"], min_effect, q)
     by_group: dict = {}
@@ -258,8 +268,8 @@ def _update_group(s, run: m.Run, gkey: str, g: dict, gcells: list[dict], kinds: 
                     continue
                 if cid not in measured or run.quick:
                     selected.add(cid)  # not measured, or measured by a --quick run: stays as it was
-                elif kind == "loss" and measured[cid]["verdict"] == "loss":
-                    selected.add(cid)  # still losing, no longer ticket-worthy: stays (no flapping)
+                elif kind == "loss" and _still_slower(measured[cid]):
+                    selected.add(cid)  # still slower, no longer ticket-worthy: stays (no flapping)
         found = ranges.components(lattice, selected)
         keep, split, merged = ranges.match({t.id: {cur(e) for e in t.cells} for t in mine}, found)
         assign: dict = {}

@@ -63,10 +63,30 @@ def case_of(cid: str) -> str:
     return cid.split("@", 1)[0]
 
 
+def _p_loss(c: dict, sigma: float, m: float, sigma_dof: float) -> float:
+    """p of H0: ratio <= 1+m, with the run verdict's own standard error (stats.grouped_mean_se:
+    the replicates' worker processes and sigma_b folded in, Welch-Satterthwaite dof), so a ticket
+    and the cell's verdict judge one interval; from the stored summary when replicates are absent."""
+    ours = (c.get("ours") or {}).get("replicates_ns") or []
+    ort = (c.get("ort") or {}).get("replicates_ns") or []
+    if len(ours) >= 2 and len(ours) == len(ort) and min(ours) > 0 and min(ort) > 0:
+        from scipy import stats as _st
+
+        logs = [math.log(a) - math.log(b) for a, b in zip(ours, ort)]
+        groups = (c.get("protocol") or {}).get("process") or None
+        g = stats.grouped_mean_se(logs, groups, sigma, sigma_dof)
+        if g.se == 0:
+            return 0.0 if g.mean > math.log1p(m) else 1.0
+        return float(_st.t.sf((g.mean - math.log1p(m)) / g.se, g.dof))
+    return stats.one_sided_p(math.log(c["ratio"]), c.get("sd_log") or 0.0, int(c["n"]), sigma, math.log1p(m),
+                             sigma_dof)
+
+
 def judge(cells: list[dict], sigma_for, default_sigma: float, m: float = 0.03,
           q: float = 0.05) -> tuple[dict, dict]:
     """({cell id: kind} of the cells that are ticket-worthy, {cell id: (p of H0 ratio <= 1+m, sigma_b)}). `sigma_for(cell)` gives the calibrated between-run spread of
-    the cell's log ours/ORT ratio or None (then `default_sigma`). Only `loss` verdicts can be
+    the cell's log ours/ORT ratio, or (spread, its degrees of freedom), or None (then `default_sigma`
+    with stats.PRIOR_DOF). Only `loss` verdicts can be
     ticket-worthy; BH runs over every timed cell with a ratio (one family: the whole sweep)."""
     tested, pvals = [], []
     out: dict = {}
@@ -81,9 +101,11 @@ def judge(cells: list[dict], sigma_for, default_sigma: float, m: float = 0.03,
         elif ort == "no-kernel" and not c.get("numerics_only"):
             kind = "coverage"
         elif c["verdict"] in ("win", "loss", "undecided") and c.get("ratio") and c.get("n", 0) >= 2:
-            sigma = sigma_for(c)
-            sigma = default_sigma if sigma is None else sigma
-            p = stats.one_sided_p(math.log(c["ratio"]), c.get("sd_log") or 0.0, int(c["n"]), sigma, math.log1p(m))
+            got = sigma_for(c)
+            sigma, sigma_dof = got if isinstance(got, tuple) else (got, stats.PRIOR_DOF)
+            if sigma is None:
+                sigma, sigma_dof = default_sigma, stats.PRIOR_DOF
+            p = _p_loss(c, sigma, m, sigma_dof)
             tested.append((c, sigma))
             pvals.append(p)
         if kind:

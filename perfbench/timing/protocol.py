@@ -43,6 +43,8 @@ from perfbench.ops.base import GraphSpec
 from perfbench.timing.caches import last_level_bytes, sysfs_last_level_bytes
 
 SPIN_ON_US = 100  # our pool's spin time under the "on" policy
+WILLIAMS_3 = ("ABC", "BCA", "CAB", "CBA", "ACB", "BAC")  # Harness._rotation
+SUB_LOOPS = 5  # ours: a warm block is the median of this many timed sub-loops (at least 3 calls)
 TARGET_DIFF_NS = 300_000  # K is chosen so the K-copy run exceeds the 1-copy run by ~this
 MAX_K = 64
 ORT_PROVIDERS = {"cpu": "CPUExecutionProvider"}  # ORT on other devices comes with their kernels
@@ -66,6 +68,12 @@ class CellSpec:
     numerics_only: bool = False
     evict_bytes: int = 0  # cold mode: size of the eviction buffer
     evict_threads: int = 1
+    # a cell's replicates are spread over worker processes (CONTRACTS §4): this slice is process
+    # `process`; its replicates are the cell's rep_offset, rep_offset + 1, ... (the order design
+    # continues across slices); timing_only: numerics were judged by the first slice
+    process: int = 0
+    rep_offset: int = 0
+    timing_only: bool = False
 
 
 @dataclass
@@ -93,6 +101,8 @@ class CellOutcome:
     ort_floor_ns: float = 0.0
     isa: str = ""
     wall_s: float = 0.0
+    process: list = field(default_factory=list)  # per replicate: the worker process (slice) that measured it
+    order: list = field(default_factory=list)  # per replicate: the side of each block, in time order
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -108,9 +118,13 @@ class Harness:
     progress(phase, **facts) reports what is running (and facts the parent keeps if the worker
     dies: the ORT dtype)."""
 
-    def __init__(self, lib, progress=lambda phase, **facts: None):
+    def __init__(self, lib, progress=lambda phase, **facts: None, mark=None):
         self.lib = lib
         self.progress = progress
+        # mark(phase): what runs now, for blame if the worker dies, without waking the parent
+        # (a message is a parent wake-up and a terminal write: never in the instant before a
+        # timed block); progress() at replicate granularity only
+        self.mark = mark or (lambda phase: None)
         self._floors: dict = {}
         self._evict: dict = {}
 
@@ -191,8 +205,6 @@ class Harness:
         rows = op.row_sizes(case)
         for lib in libs.values():
             lib.set_spin(SPIN_ON_US if spec.spin == "on" else 0)
-        self.progress("harness: oracle")
-        oracle = op.oracle(case, op.oracle_inputs(case, inputs))
         floor = op.floor(dt.name)
         shared.floor = floor
 
@@ -203,6 +215,17 @@ class Harness:
         ort_dt = self._ort_dtype(op, graph, dt, spec, shared)
         if ort_dt is not None:
             self.progress("ort: dtype", ort_dtype=ort_dt.name)
+        if spec.timing_only:  # a later slice of a cell whose numerics the first slice judged
+            for o in outs.values():
+                _share_ort(shared, o)
+                o.floor = floor
+        else:
+            self._numerics(op, case, dt, ort_dt, graph, rows, inputs, spec, libs, outs, shared, floor)
+        return self._timing(op, case, dt, ort_dt, graph, shapes, inputs, spec, libs, outs, t_start)
+
+    def _numerics(self, op, case, dt, ort_dt, graph, rows, inputs, spec, libs, outs, shared, floor) -> None:
+        self.progress("harness: oracle")
+        oracle = op.oracle(case, op.oracle_inputs(case, inputs))
 
         # ---- numerics first: a mismatch is a failed cell, never a timing. Ours runs before
         # ORT's numerics, and its error is reported, so that if ORT then crashes or hangs, ours
@@ -255,6 +278,7 @@ class Harness:
             elif ort_out is not None:
                 o.err_ort = numerics.max_error(ort_out, oracle, rows)
 
+    def _timing(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, libs, outs, t_start) -> dict:
         timed = {label: lib for label, lib in libs.items() if outs[label].ours_status == "ok"}
         can_time_ort = all(o.ort_status in ("ok", "ort-discrepancy") for o in outs.values())
         if spec.numerics_only or not (timed and can_time_ort):
@@ -348,13 +372,24 @@ class Harness:
 
     @staticmethod
     def _rotation(labels: list, rnd: int) -> list:
-        """The order of the sides in the cell's `rnd`-th round (counted across replicates): ours then
-        ORT for one build (the protocol of `perfbench run`); with several builds the order rotates
-        every round, so no side always follows the same one (drift and order effects cancel)."""
+        """The order of the sides in the cell's `rnd`-th round (counted across the cell's replicates,
+        whichever worker process measures them): a Williams design, so that every side is preceded
+        by every other side equally often (carry-over balanced, not only positions). One build:
+        ours, ORT in even rounds, ORT, ours in odd ones. Three sides (`ab`): the six sequences
+        ABC BCA CAB CBA ACB BAC in turn, in which each ordered pair of sides is adjacent exactly
+        twice, the two builds' roles (A, B) swapped every other cycle; 8 replicates x 3 rounds = 24
+        rounds = 2 pairs of cycles, balanced in the whole block stream (the quick 5 x 3 = 15 rounds
+        leave a partial pair)."""
         order = list(labels) + ["ort"]
-        if len(labels) == 1:
-            return order
-        k = rnd % len(order)
+        if len(order) == 2:
+            return order if rnd % 2 == 0 else order[::-1]
+        if len(order) == 3:
+            a, b, c = order
+            if (rnd // 6) % 2:  # every other cycle with the two builds' roles swapped: with 3
+                a, b = b, a     # rounds a replicate, the full block stream (junctions between
+                                # rounds and "start" included) then treats both builds alike
+            return [{"A": a, "B": b, "C": c}[x] for x in WILLIAMS_3[rnd % 6]]
+        k = rnd % len(order)  # more sides: a plain rotation (positions balanced only)
         return order[k:] + order[:k]
 
     def time_warm(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, libs, outs):
@@ -363,10 +398,11 @@ class Harness:
             o.ours_floor_ns = floors[label]
         first = next(iter(libs))
         block_ns = spec.block_ms * 1e6
-        K = iters = runs = None
+        K = iters = subs = runs = None
         gap = 0.002 if spec.spin == "on" else 0.0  # let ORT's spinning workers stop
         ort_ns, ort_blocks = [], []
         for rep in range(spec.replicates):
+            g_rep = spec.rep_offset + rep  # the replicate's index in the cell (the design's clock)
             if K is None:
                 # calibrate K from a 1-copy run minus ORT's fixed cost, our iterations from one
                 # call (of the first build: every build runs the same number)
@@ -382,8 +418,12 @@ class Harness:
                 with ours_side(first):
                     calls[first].run()
                     one = min(calls[first].time_warm(1) for _ in range(3))
-                iters = int(max(1, math.ceil(block_ns / max(one, 1))))
-            self.progress(f"ort: replicate {rep + 1}/{spec.replicates} sessions")
+                # ours: SUB_LOOPS sub-loops of `iters` calls filling the block; an op too large
+                # for that runs 3..SUB_LOOPS sub-loops of one call (ORT's block is at least K + 1
+                # calls, K >= 2, for the same reason)
+                iters = int(max(1, math.ceil(block_ns / SUB_LOOPS / max(one, 1))))
+                subs = SUB_LOOPS if iters > 1 else int(min(SUB_LOOPS, max(3, math.ceil(block_ns / max(one, 1)))))
+            self.progress(f"ort: replicate {g_rep + 1} sessions")
             calls, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1, K], libs)
             if runs is None:
                 with ort_side():
@@ -392,22 +432,24 @@ class Harness:
                     pair = _time_once(bound[K]) + _time_once(bound[1])
                 runs = int(max(1, math.ceil(block_ns / max(pair, 1))))
                 for o in outs.values():
-                    o.K, o.ours_iters, o.ort_runs = K, iters, runs
+                    o.K, o.ours_iters, o.ort_runs = K, iters * subs, runs
             ob = {label: [] for label in libs}
-            tb, all_k, all_1 = [], [], []
+            tb, all_k, all_1, seq = [], [], [], []
             for rnd in range(spec.rounds):
-                for side in self._rotation(list(libs), rep * spec.rounds + rnd):
-                    self.progress(f"{side}: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
+                for side in self._rotation(list(libs), g_rep * spec.rounds + rnd):
+                    self.mark(f"{side}: replicate {g_rep + 1} block {rnd + 1}")
+                    seq.append(side)
                     self._quiesce(libs)
                     if side != "ort":
                         with ours_side(side):
-                            calls[side].run()  # untimed: the block starts from our own cache state
-                            ob[side].append(calls[side].time_warm(iters) / iters - floors[side])
+                            calls[side].time_warm(iters)  # untimed: one sub-loop, as ORT's warm-up run
+                            per = [calls[side].time_warm(iters) / iters - floors[side] for _ in range(subs)]
+                        ob[side].append(float(np.median(per)))
                         continue
                     order = (K, 1) if rnd % 2 == 0 else (1, K)
                     tk, t1s = [], []
                     with ort_side():
-                        bound[order[0]].run()  # untimed warm-up, as ours
+                        bound[order[0]].run()  # untimed warm-up: one run, as ours' one sub-loop
                         for _ in range(runs):
                             for k in order:
                                 (tk if k == K else t1s).append(_time_once(bound[k]))
@@ -419,6 +461,8 @@ class Harness:
             for label, o in outs.items():
                 o.ours_blocks.append(ob[label])
                 o.ours_ns.append(float(np.median(ob[label])))
+                o.process.append(spec.process)
+                o.order.append(list(seq))
             ort_blocks.append(tb)
             ort_ns.append((float(np.median(all_k)) - float(np.median(all_1))) / (K - 1))
         for o in outs.values():
@@ -435,7 +479,8 @@ class Harness:
         calls_n = None
         ort_ns, ort_blocks = [], []
         for rep in range(spec.replicates):
-            self.progress(f"ort: replicate {rep + 1}/{spec.replicates} sessions")
+            g_rep = spec.rep_offset + rep
+            self.progress(f"ort: replicate {g_rep + 1} sessions")
             calls, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1], libs)
             for label, call in calls.items():
                 with ours_side(label):
@@ -450,10 +495,11 @@ class Harness:
                 for o in outs.values():
                     o.ours_iters = o.ort_runs = calls_n
             ob = {label: [] for label in libs}
-            tb = []
+            tb, seq = [], []
             for rnd in range(spec.rounds):
-                for side in self._rotation(list(libs), rep * spec.rounds + rnd):
-                    self.progress(f"{side}: replicate {rep + 1}/{spec.replicates} block {rnd + 1}")
+                for side in self._rotation(list(libs), g_rep * spec.rounds + rnd):
+                    self.mark(f"{side}: replicate {g_rep + 1} block {rnd + 1}")
+                    seq.append(side)
                     if side != "ort":
                         self._quiesce(libs)
                         with ours_side(side):
@@ -469,10 +515,58 @@ class Harness:
             for label, o in outs.items():
                 o.ours_blocks.append(ob[label])
                 o.ours_ns.append(float(np.median(ob[label])))
+                o.process.append(spec.process)
+                o.order.append(list(seq))
             ort_blocks.append(tb)
             ort_ns.append(float(np.median(tb)))
         for o in outs.values():
             o.ort_blocks, o.ort_ns = [list(b) for b in ort_blocks], list(ort_ns)
+
+
+def slices(replicates: int, processes: int) -> list[tuple[int, int]]:
+    """(first replicate, count) of each worker process's share of a cell's replicates: as equal
+    as they divide (8 over 3: 3, 3, 2), at least 2 in each (a process's own spread needs two: 5
+    over 3 is 3, 2), one share when there are fewer than 4 replicates."""
+    P = max(1, min(int(processes), int(replicates) // 2))
+    q, r = divmod(int(replicates), P)
+    out, off = [], 0
+    for p in range(P):
+        n = q + (1 if p < r else 0)
+        out.append((off, n))
+        off += n
+    return out
+
+
+_OURS_RANK = {"ok": 0, "below-resolution": 1}  # anything else is a failure (2)
+_ORT_RANK = {"ok": 0, "ort-discrepancy": 1, "below-resolution": 2}  # else a failure (3)
+
+
+def merge_outcomes(parts: list[CellOutcome]) -> CellOutcome:
+    """Shares of one cell measured in several worker processes (or turns) -> one outcome: the
+    replicates in order, the first share's numerics and ORT path; each side's status is the
+    worst any share had (failure > below-resolution > ok), with its message. A later share has
+    no numerics of its own, so where ORT failed in it our build was merely "not measured"
+    (worker._failed) and the first share's judgment of ours stands: an ORT failure never fails
+    our cell. A failure on either side leaves the cell without timing (timed whole or not)."""
+    out = parts[0]
+    for p in parts[1:]:
+        # ORT itself failed (not "not measured" because one of our builds failed)
+        ort_failed = _ORT_RANK.get(p.ort_status, 3) == 3 and not p.ort_message.startswith("not measured")
+        if _ORT_RANK.get(p.ort_status, 3) > _ORT_RANK.get(out.ort_status, 3):
+            out.ort_status, out.ort_message = p.ort_status, p.ort_message
+        ours_untouched = ort_failed and p.ours_message.startswith("not measured")
+        if not ours_untouched and _OURS_RANK.get(p.ours_status, 2) > _OURS_RANK.get(out.ours_status, 2):
+            out.ours_status, out.ours_message = p.ours_status, p.ours_message
+        out.ours_ns += p.ours_ns
+        out.ort_ns += p.ort_ns
+        out.ours_blocks += p.ours_blocks
+        out.ort_blocks += p.ort_blocks
+        out.process += p.process
+        out.order += p.order
+        out.wall_s += p.wall_s
+    if _OURS_RANK.get(out.ours_status, 2) == 2 or _ORT_RANK.get(out.ort_status, 3) == 3:
+        out.ours_ns, out.ort_ns = [], []
+    return out
 
 
 class OursSideError(Exception):

@@ -15,11 +15,15 @@ from perfbench.timing.protocol import CellOutcome, CellSpec
 
 _CTX = mp.get_context("spawn")
 READY_TIMEOUT_S = 180.0
+SLOT_BYTES = 256
+SLICE_FIELDS = {"process": 0, "rep_offset": 0, "timing_only": False}  # CellSpec's, with their defaults
 
 
-def _worker_main(conn, build_info: dict, sides: dict | None = None) -> None:
+def _worker_main(conn, build_info: dict, sides: dict | None = None, slot=None) -> None:
     """sides (label -> build info), when given: every cell is measured with each of these
-    builds of our library, side by side (`perfbench ab`), and answered as label -> outcome."""
+    builds of our library, side by side (`perfbench ab`), and answered as label -> outcome.
+    slot: shared memory the worker writes its current phase into (read by the parent only if
+    the worker dies), so that blocks start without a message to the parent."""
     # the parent owns Ctrl-C; a worker is stopped by the parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -28,7 +32,15 @@ def _worker_main(conn, build_info: dict, sides: dict | None = None) -> None:
 
         lib = load(BuildInfo(**build_info))
         libs = {label: load(BuildInfo(**info)) for label, info in (sides or {}).items()}
-        harness = Harness(lib, progress=lambda phase, **facts: conn.send(("phase", phase, facts)))
+        def mark(phase: str) -> None:
+            if slot is not None:
+                slot.value = phase.encode()[:SLOT_BYTES - 1]
+
+        def progress(phase: str, **facts) -> None:
+            mark(phase)
+            conn.send(("phase", phase, facts))
+
+        harness = Harness(lib, progress=progress, mark=mark)
         conn.send(("ready", {"isa": lib.isa_active, "pid": os.getpid(),
                              "sides": {label: x.isa_active for label, x in libs.items()}}))
     except BaseException:  # noqa: BLE001
@@ -42,6 +54,7 @@ def _worker_main(conn, build_info: dict, sides: dict | None = None) -> None:
         if msg[0] == "stop":
             return
         if msg[0] == "cell":
+            mark("harness: starting")  # the slot never carries the previous cell's phase
             try:
                 if libs:
                     outs = harness.measure_sides(CellSpec(**msg[1]), libs)
@@ -52,7 +65,7 @@ def _worker_main(conn, build_info: dict, sides: dict | None = None) -> None:
                 conn.send(("error", f"{e.__class__.__name__}: {e}", traceback.format_exc()))
 
 
-def _foreign_main(conn, checkout: str, build_info: dict) -> None:
+def _foreign_main(conn, checkout: str, build_info: dict, slot=None) -> None:
     """A worker running another checkout's perfbench (its harness and op files): `perfbench ab`
     on an op whose native interface changed between base and head measures each side this way."""
     import importlib
@@ -61,7 +74,13 @@ def _foreign_main(conn, checkout: str, build_info: dict) -> None:
     for name in [n for n in sys.modules if n == "perfbench" or n.startswith("perfbench.")]:
         del sys.modules[name]
     sys.path.insert(0, checkout)
-    importlib.import_module("perfbench.timing.worker")._worker_main(conn, build_info)
+    import inspect
+
+    main = importlib.import_module("perfbench.timing.worker")._worker_main
+    if "slot" in inspect.signature(main).parameters:
+        main(conn, build_info, None, slot)
+    else:  # a checkout whose worker predates the phase slot
+        main(conn, build_info)
 
 
 def _side_of(phase: str, labels=("ours",)) -> str:
@@ -79,12 +98,14 @@ class Worker:
         self.sides = sides  # label -> build info: measure() answers label -> CellOutcome
         self.proc = None
         self.conn = None
+        self.slot = None
         self.info = {}
 
     def start(self) -> None:
         parent, child = _CTX.Pipe()
-        target, args = ((_foreign_main, (child, self.checkout, self.build_info)) if self.checkout
-                        else (_worker_main, (child, self.build_info, self.sides)))
+        self.slot = _CTX.Array("c", SLOT_BYTES, lock=False)
+        target, args = ((_foreign_main, (child, self.checkout, self.build_info, self.slot)) if self.checkout
+                        else (_worker_main, (child, self.build_info, self.sides, self.slot)))
         self.proc = _CTX.Process(target=target, args=args, daemon=True,
                                  name="perfbench-worker")
         self.proc.start()
@@ -136,13 +157,18 @@ class Worker:
 
         if not self.alive():
             self.start()
-        self.conn.send(("cell", asdict(spec)))
+        d = asdict(spec)
+        for k in SLICE_FIELDS:  # sent only when set: a foreign checkout's CellSpec may predate them
+            if d[k] == SLICE_FIELDS[k]:
+                del d[k]
+        self.conn.send(("cell", d))
         deadline = time.monotonic() + timeout_s
         phase = "harness: starting"
         facts: dict = {}
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                phase = self._slot_phase(phase)
                 self.kill()
                 return failed("timeout", phase, f"cell did not finish within {timeout_s:.0f} s (during {phase})",
                               facts)
@@ -169,9 +195,19 @@ class Worker:
                 return CellOutcome(**msg[1])
             elif msg[0] == "error":
                 # an exception in the harness (not in a timed side: those become statuses there)
+                phase = self._slot_phase(phase)
                 return failed("error", phase, f"{msg[1]} (during {phase})", facts)
 
+    def _slot_phase(self, phase: str) -> str:
+        """The worker's own last phase (written without a message), else the last one sent."""
+        try:
+            got = self.slot.value.decode(errors="replace") if self.slot is not None else ""
+        except (OSError, ValueError):
+            got = ""
+        return got or phase
+
     def _crashed(self, phase: str, facts: dict, failed):
+        phase = self._slot_phase(phase)
         self.proc.join(timeout=5)
         code = self.proc.exitcode
         self.kill()

@@ -15,7 +15,7 @@ from perfbench.errors import NativeError, UsageError
 from perfbench.kernels_ffi import EvictBuffer, wrappers
 from perfbench.ops import ort as ortlib
 from perfbench.timing import peaks, selfcheck
-from perfbench.timing.protocol import CellOutcome, CellSpec, Harness
+from perfbench.timing.protocol import CellOutcome, CellSpec, Harness, merge_outcomes
 from perfbench.timing.worker import _failed, _side_of
 
 SMALL = [["heads", 2], ["queries", 1], ["keys", 256]]
@@ -158,3 +158,63 @@ def test_json_has_no_bare_infinity():
 
     back = json.loads(text, parse_constant=reject)
     assert back["cells"][0]["numerics"] == {"err_ours": "inf", "err_ort": "nan", "tol": 1e-5}
+
+
+# ---- protocol 2: replicates over worker processes, balanced order, one estimator ----
+
+def test_a_later_share_measures_timing_only_and_records_its_process_and_design(lib):
+    h = Harness(lib)
+    out = h.measure(spec(replicates=2, rounds=2, timing_only=True, process=2, rep_offset=3))
+    assert out.ours_status == "ok" and out.err_ours is None  # no numerics in a later share
+    assert out.process == [2, 2] and len(out.ours_ns) == 2
+    # the order design runs on the cell's replicate clock: replicate 3 -> rounds 6, 7
+    assert out.order == [Harness._rotation(["ours"], 6) + Harness._rotation(["ours"], 7),
+                         Harness._rotation(["ours"], 8) + Harness._rotation(["ours"], 9)]
+    first = h.measure(spec(replicates=2, rounds=2))
+    assert first.err_ours is not None and first.process == [0, 0]
+
+
+def test_an_ort_crash_in_a_later_share_never_fails_our_cell():
+    first = CellOutcome(ours_ns=[100.0, 110.0, 105.0], ort_ns=[200.0, 210.0, 190.0], process=[0, 0, 0],
+                        err_ours=1e-7, tol=1e-5)
+    # share 2 died while ORT was timed: it has no numerics facts, so _failed says ours "not measured"
+    later = _failed("crashed", "ort: replicate 5 block 2", "worker died", {})["ours"]
+    assert later.ours_status == "error" and later.ours_message.startswith("not measured")
+    m = merge_outcomes([first, later])
+    assert m.ours_status == "ok" and m.err_ours == 1e-7  # the first share's judgment stands
+    assert m.ort_status == "crashed" and m.ours_ns == []  # timed whole or not at all
+    assert verdicts.decide(m.ours_status, m.ort_status, m.ours_ns, m.ort_ns).verdict == "n/a"
+    # one of our builds failing in a later share: the other is "not measured" (ab measures it
+    # alone), and the failing one fails
+    outs = _failed("crashed", "head: replicate 4 block 1", "worker died", {}, ("base", "head"))
+    base = merge_outcomes([CellOutcome(ours_ns=[1.0, 2.0], ort_ns=[3.0, 4.0]), outs["base"]])
+    assert base.ours_status == "error" and base.ours_message.startswith("not measured")
+    head = merge_outcomes([CellOutcome(ours_ns=[1.0, 2.0], ort_ns=[3.0, 4.0]), outs["head"]])
+    assert head.ours_status == "crashed"
+    # below resolution in the first share, a crash of ours in a later one: the crash wins
+    low = CellOutcome(ours_status="below-resolution", ours_ns=[1.0, 2.0], ort_ns=[3.0, 4.0])
+    crash = _failed("crashed", "ours: replicate 3 block 1", "died", {})["ours"]
+    assert merge_outcomes([low, crash]).ours_status == "crashed"
+
+
+def test_the_williams_order_balances_predecessors_in_the_whole_block_stream():
+    # 8 replicates x 3 rounds, as the default: count, for each build, the side just before each
+    # of its blocks, across round junctions and the session setup ("start") of each replicate
+    counts = {}
+    for rep in range(8):
+        stream = [x for rnd in range(3) for x in Harness._rotation(["base", "head"], rep * 3 + rnd)]
+        for i, side in enumerate(stream):
+            prev = stream[i - 1] if i else "start"
+            counts[(side, prev)] = counts.get((side, prev), 0) + 1
+    swap = {"base": "head", "head": "base"}
+    for (side, prev), n in counts.items():
+        if side in swap:  # base after X exactly as often as head after X (X's role swapped alike)
+            assert counts.get((swap[side], swap.get(prev, prev)), 0) == n, (side, prev, counts)
+    assert counts[("base", "ort")] == counts[("head", "ort")]
+    assert counts.get(("base", "start"), 0) == counts.get(("head", "start"), 0)
+
+
+def test_one_estimator_ours_is_the_median_of_sub_loops(lib):
+    out = Harness(lib).measure(spec(replicates=2, rounds=1, block_ms=1.0))
+    assert out.ours_status == "ok"
+    assert out.ours_iters % 5 == 0 or out.ours_iters in (3, 4)  # 5 sub-loops of iters (3-5 of one call)
