@@ -123,8 +123,7 @@ class _Sides:
         """label -> CellOutcome. `only`: measure that side alone (the other has no such kernel)."""
         if interleaved and only is None:
             try:
-                outs = measure_spread(self.together[:max(1, min(MAX_PROCESSES, int(settings.get("processes", 1))))],
-                                      cell, settings, facts, timeout_s, on_phase)
+                outs = measure_spread(self.together, cell, settings, facts, timeout_s, on_phase)
             except (RuntimeError, TypeError) as e:
                 raise BuildError(f"a measuring worker for both builds could not run: {e}") from e
             for label, out in outs.items():

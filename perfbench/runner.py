@@ -158,9 +158,8 @@ def run_sigma(lookup, op, cell, outcome) -> tuple[float, float]:
         row = {"case_id": cell.case.case_id, "dtype": cell.dtype, "threads": cell.threads, "device": cell.device,
                "cache": cell.cache, "spin": cell.spin}
         got = lookup(row, op.timing_definition(cell.case, cell.dtype, outcome.ort_dtype or cell.dtype))
-    if got and got.get("ratio") is not None:
-        return float(got["ratio"]), stats.calibration_dof(got.get("rounds"))
-    return change.DEFAULT_SIGMA["ratio"], stats.PRIOR_DOF
+    sigma, dof, _ = change.sigma_prior(got, "ratio")
+    return sigma, dof
 
 
 def derive(op, cell, outcome, peaks: list, facts, lookup=None) -> dict:
@@ -250,7 +249,6 @@ def new_run(suite, settings: dict, partial: bool, quick: bool, flts: list, host_
 def suite_settings(suite, quick: bool, replicates: int | None, processes: int | None = None) -> dict:
     """The suite's measurement settings with --quick / --replicates / --processes applied."""
     settings = dict(suite.settings)
-    settings.setdefault("processes", 1)  # a run stored before protocol 2 had one
     if processes is not None:
         if processes < 1:
             raise UsageError(f"--processes {processes}: must be >= 1 (the worker processes a cell's replicates "

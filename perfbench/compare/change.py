@@ -53,6 +53,15 @@ CANNOT_CATCH = [
 ]
 
 
+def sigma_prior(cal: dict | None, key: str) -> tuple[float, float, str]:
+    """(sigma_b, its degrees of freedom, source) of statistic `key` ("ab", "ours", "ort", "ratio")
+    for one cell: from its calibration (a sigma_lookup answer; rounds - 1 + 4 dof), else the
+    stated default (stats.PRIOR_DOF)."""
+    if cal and cal.get(key) is not None:
+        return float(cal[key]), stats.calibration_dof(cal.get("rounds")), "calibrated"
+    return DEFAULT_SIGMA[key], stats.PRIOR_DOF, "default"
+
+
 def cell_key(c: dict) -> tuple:
     return (c["case_id"], c["dtype"], c["threads"], c["device"], c["cache"], c["spin"])
 
@@ -88,7 +97,7 @@ def _estimate(base: list, head: list, paired: bool, groups: list, sigma: float, 
     Unpaired (two runs): Welch's SE of the two means plus sigma^2, Welch-Satterthwaite dof."""
     if paired and len(base) == len(head):
         d = [math.log(h) - math.log(b) for b, h in zip(base, head)]
-        g = stats.grouped_mean_se(d, groups if len(groups) == len(d) else None, sigma, sigma_dof)
+        g = stats.grouped_mean_se(d, groups, sigma, sigma_dof)
         return g.mean, g.se, g.dof
     d, se_w, dof_w = stats.unpaired_log_change(base, head)
     return d, math.sqrt(se_w**2 + sigma**2), stats.ws_dof(se_w**2, dof_w, sigma**2, sigma_dof)
@@ -163,9 +172,7 @@ def compare_cells(base_cells: list[dict], head_cells: list[dict], *, mode: str =
                 ("abs", bo, ho, "ab" if interleaved else "ours"),
                 ("ratio", [x / y for x, y in zip(bo, bt)], [x / y for x, y in zip(ho, ht)],
                  "ab" if interleaved else "ratio")):
-            source = "calibrated" if cal and cal.get(skey) is not None else "default"
-            sigma = cal[skey] if source == "calibrated" else DEFAULT_SIGMA[skey]
-            sigma_dof = stats.calibration_dof(cal.get("rounds")) if source == "calibrated" else stats.PRIOR_DOF
+            sigma, sigma_dof, source = sigma_prior(cal, skey)
             # one run's spread enters once per run: one interleaved sitting is one, two runs are two
             sigma_used = sigma if interleaved else math.sqrt(2) * sigma
             d, se, dof = _estimate(base_v, head_v, paired, (h.get("protocol") or {}).get("process") or [], sigma_used,

@@ -12,6 +12,7 @@ import numpy as np
 
 BOOTSTRAP_MIN_N = 20
 BOOTSTRAP_RESAMPLES = 4000
+PRIOR_DOF = 4.0  # degrees of freedom a stated default spread counts as (and shrink_sigma's prior)
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class RatioCI:
 
 
 def ratio_ci(ours: list[float], theirs: list[float], level: float = 0.95, seed: int = 0, groups=None,
-             sigma_b: float = 0.0, sigma_dof: float = 4.0) -> RatioCI:
+             sigma_b: float = 0.0, sigma_dof: float = PRIOR_DOF) -> RatioCI:
     """ours/theirs per replicate (pairs), reported as the geometric mean of the per-replicate
     ratios with a two-sided `level` interval on the log ratios: a Student t-interval
     mean +/- t_{(1+level)/2, n-1} * s / sqrt(n) for n < 20, a percentile bootstrap of the mean
@@ -66,7 +67,7 @@ def ratio_ci(ours: list[float], theirs: list[float], level: float = 0.95, seed: 
 
 
 def one_sided_p(mean_log: float, sd_log: float, n: int, sigma_b: float, delta: float,
-                sigma_dof: float = 4.0) -> float:
+                sigma_dof: float = PRIOR_DOF) -> float:
     """p-value of H0: true mean log change <= delta against H1: > delta, with standard error
     SE = sqrt(s^2/n + sigma_b^2) (sigma_b: between-run spread of the log ratio from A/A
     calibration, or a stated default, with sigma_dof degrees of freedom) and a t distribution
@@ -190,9 +191,6 @@ def ws_dof(w: float, dof_w: float, v: float, dof_v: float) -> float:
     return max(1.0, (w + v) ** 2 / denom)
 
 
-PRIOR_DOF = 4.0  # degrees of freedom a stated default spread counts as (and shrink_sigma's prior)
-
-
 def calibration_dof(rounds: int | None) -> float:
     """Degrees of freedom of a calibrated sigma_b: its rounds - 1 plus the PRIOR_DOF it was shrunk
     with (shrink_sigma); a 3-round calibration gives 6 (t_0.975 = 2.45 instead of 1.96)."""
@@ -256,7 +254,7 @@ def grouped_mean_se(x, groups=None, sigma_b: float = 0.0, sigma_dof: float = PRI
     return GroupedSE(float(a.mean()), math.sqrt(se2), max(1.0, dof), math.sqrt(se_w2), math.sqrt(v), P)
 
 
-def shrink_sigma(sigma: float, dof: int, pooled: float, prior_dof: float = 4.0) -> float:
+def shrink_sigma(sigma: float, dof: int, pooled: float, prior_dof: float = PRIOR_DOF) -> float:
     """A per-cell spread estimated from few runs, shrunk toward the pooled spread of all cells:
     sqrt((dof*sigma^2 + prior_dof*pooled^2) / (dof + prior_dof)) (a variance average weighted by
     degrees of freedom, the pooled value counting as prior_dof)."""

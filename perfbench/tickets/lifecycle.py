@@ -27,9 +27,8 @@ import secrets
 
 from sqlalchemy import select
 
-from perfbench import stats
 from perfbench.compare import views
-from perfbench.compare.change import DEFAULT_SIGMA
+from perfbench.compare.change import DEFAULT_SIGMA, sigma_prior
 from perfbench.errors import UsageError
 from perfbench.store import models as m
 from perfbench.store import repo
@@ -137,8 +136,8 @@ def update(s, run_id: int, *, min_effect: float = 0.03, q: float = 0.05, cal_fil
     lookup, _ = sigma_lookup(s, run, cal_file)
 
     def sigma_for(c):
-        got = lookup(c, c["timing_hash"])
-        return (got["ratio"], stats.calibration_dof(got.get("rounds"))) if got and got["ratio"] is not None else None
+        sigma, dof, _ = sigma_prior(lookup(c, c["timing_hash"]), "ratio")
+        return sigma, dof
 
     kinds, p_of = ranges.judge(cells, sigma_for, DEFAULT_SIGMA["ratio"], min_effect, q)
     by_group: dict = {}

@@ -70,14 +70,9 @@ def _p_loss(c: dict, sigma: float, m: float, sigma_dof: float) -> float:
     ours = (c.get("ours") or {}).get("replicates_ns") or []
     ort = (c.get("ort") or {}).get("replicates_ns") or []
     if len(ours) >= 2 and len(ours) == len(ort) and min(ours) > 0 and min(ort) > 0:
-        from scipy import stats as _st
-
         logs = [math.log(a) - math.log(b) for a, b in zip(ours, ort)]
-        groups = (c.get("protocol") or {}).get("process") or None
-        g = stats.grouped_mean_se(logs, groups, sigma, sigma_dof)
-        if g.se == 0:
-            return 0.0 if g.mean > math.log1p(m) else 1.0
-        return float(_st.t.sf((g.mean - math.log1p(m)) / g.se, g.dof))
+        g = stats.grouped_mean_se(logs, (c.get("protocol") or {}).get("process") or None, sigma, sigma_dof)
+        return stats.change_test(g.mean, g.se, g.dof, 0.0, m).p_worse_m
     return stats.one_sided_p(math.log(c["ratio"]), c.get("sd_log") or 0.0, int(c["n"]), sigma, math.log1p(m),
                              sigma_dof)
 

@@ -418,11 +418,7 @@ class Harness:
                 with ours_side(first):
                     calls[first].run()
                     one = min(calls[first].time_warm(1) for _ in range(3))
-                # ours: SUB_LOOPS sub-loops of `iters` calls filling the block; an op too large
-                # for that runs 3..SUB_LOOPS sub-loops of one call (ORT's block is at least K + 1
-                # calls, K >= 2, for the same reason)
-                iters = int(max(1, math.ceil(block_ns / SUB_LOOPS / max(one, 1))))
-                subs = SUB_LOOPS if iters > 1 else int(min(SUB_LOOPS, max(3, math.ceil(block_ns / max(one, 1)))))
+                iters, subs = sub_loops(block_ns, one)
             self.progress(f"ort: replicate {g_rep + 1} sessions")
             calls, bound = self._fresh(op, case, dt, ort_dt, graph, shapes, inputs, spec, [1, K], libs)
             if runs is None:
@@ -442,9 +438,7 @@ class Harness:
                     self._quiesce(libs)
                     if side != "ort":
                         with ours_side(side):
-                            calls[side].time_warm(iters)  # untimed: one sub-loop, as ORT's warm-up run
-                            per = [calls[side].time_warm(iters) / iters - floors[side] for _ in range(subs)]
-                        ob[side].append(float(np.median(per)))
+                            ob[side].append(ours_block(calls[side], iters, subs, floors[side]))
                         continue
                     order = (K, 1) if rnd % 2 == 0 else (1, K)
                     tk, t1s = [], []
@@ -521,6 +515,23 @@ class Harness:
             ort_ns.append(float(np.median(tb)))
         for o in outs.values():
             o.ort_blocks, o.ort_ns = [list(b) for b in ort_blocks], list(ort_ns)
+
+
+def sub_loops(block_ns: float, one_ns: float) -> tuple[int, int]:
+    """(calls per sub-loop, sub-loops) of one warm block of ours: SUB_LOOPS sub-loops filling
+    `block_ns` together; an op too large for that (one call >= block/SUB_LOOPS) runs 3..SUB_LOOPS
+    sub-loops of one call (ORT's block is at least K + 1 calls, K >= 2, for the same reason)."""
+    iters = int(max(1, math.ceil(block_ns / SUB_LOOPS / max(one_ns, 1))))
+    subs = SUB_LOOPS if iters > 1 else int(min(SUB_LOOPS, max(3, math.ceil(block_ns / max(one_ns, 1)))))
+    return iters, subs
+
+
+def ours_block(call, iters: int, subs: int, floor_ns: float) -> float:
+    """One warm block of ours: one untimed sub-loop (the warm-up, as ORT's one untimed run),
+    then the median per-call time of `subs` timed sub-loops of `iters` calls, minus the per-call
+    floor -- an interruption costs one sub-loop, not the block (ORT's estimate is medians too)."""
+    call.time_warm(iters)
+    return float(np.median([call.time_warm(iters) / iters - floor_ns for _ in range(subs)]))
 
 
 def slices(replicates: int, processes: int) -> list[tuple[int, int]]:

@@ -15,7 +15,7 @@ from perfbench.errors import NativeError, UsageError
 from perfbench.kernels_ffi import EvictBuffer, wrappers
 from perfbench.ops import ort as ortlib
 from perfbench.timing import peaks, selfcheck
-from perfbench.timing.protocol import CellOutcome, CellSpec, Harness, merge_outcomes
+from perfbench.timing.protocol import CellOutcome, CellSpec, Harness, merge_outcomes, ours_block, sub_loops
 from perfbench.timing.worker import _failed, _side_of
 
 SMALL = [["heads", 2], ["queries", 1], ["keys", 256]]
@@ -218,3 +218,22 @@ def test_one_estimator_ours_is_the_median_of_sub_loops(lib):
     out = Harness(lib).measure(spec(replicates=2, rounds=1, block_ms=1.0))
     assert out.ours_status == "ok"
     assert out.ours_iters % 5 == 0 or out.ours_iters in (3, 4)  # 5 sub-loops of iters (3-5 of one call)
+
+
+class _ScriptedLoop:
+    """A stand-in for a kernel call whose timed loops take the scripted times (ns), in order."""
+
+    def __init__(self, totals):
+        self.totals = list(totals)
+
+    def time_warm(self, iters):
+        return self.totals.pop(0)
+
+
+def test_ours_block_is_the_median_of_its_sub_loops_after_one_untimed_one():
+    # warm-up 9e6 (discarded), then 5 sub-loops of 10 calls, one interrupted (5e6 instead of 1e4)
+    block = ours_block(_ScriptedLoop([9e6, 1e4, 1.1e4, 5e6, 0.9e4, 1e4]), iters=10, subs=5, floor_ns=2.0)
+    assert block == 1e3 - 2.0  # median per call minus the floor; a mean would be ~1e5
+    assert sub_loops(3e6, 1e3) == (600, 5)  # 5 sub-loops of 600 calls fill 3 ms
+    assert sub_loops(3e6, 2e6) == (1, 3)  # a 2 ms call: 3 single calls at least
+    assert sub_loops(3e6, 7e5) == (1, 5)  # 0.7 ms: 5 single calls (3 ms / 0.7 ms, capped at 5)
