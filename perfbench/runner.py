@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from sqlalchemy import select
 
 from perfbench import PROTOCOL_VERSION, SCHEMA_VERSION, dtypes, ops, stats, suites
@@ -27,6 +28,7 @@ from perfbench.store import hostinfo, repo
 from perfbench.store import models as m
 from perfbench.store.calibration import sigma_lookup
 from perfbench.store.db import Store
+from perfbench.timing import caches
 from perfbench.timing import peaks as peaks_mod
 from perfbench.timing import selfcheck
 from perfbench.timing.protocol import CellSpec, default_evict_bytes, merge_outcomes, slices
@@ -102,6 +104,9 @@ def signals_as_exceptions():
 
 
 def ensure_peaks(store: Store, host_id: int, build_id: int, lib, facts, ui, force: bool = False) -> list[dict]:
+    """This host's stored peaks, measured first if there are none (or if force). A set the
+    probes cannot make consistent (peaks.PeaksError) is not stored: `perfbench peaks` (force)
+    fails with it; a run warns and carries on without shares of peak."""
     with store.session() as s:
         host = s.get(m.Host, host_id)
         rows = repo.latest_peaks(s, host)
@@ -109,12 +114,21 @@ def ensure_peaks(store: Store, host_id: int, build_id: int, lib, facts, ui, forc
         return rows
     ui.info("measuring this host's peaks (once per host; `perfbench peaks` re-measures) ...")
     threads = sorted({1, facts.cores})
-    measured = peaks_mod.measure(lib, threads, facts.l2_bytes, facts.l3_bytes, log=ui.info)
-    dispatch = selfcheck.ort_node_dispatch_ns()
-    ui.info(f"  ORT per-node dispatch: {dispatch:.0f} ns")
-    measured.append({"kind": "ort_node_dispatch", "threads": 1, "level": None, "working_set_bytes": None,
-                     "value": dispatch, "unit": "ns", "method": "Identity chain, graph optimizations off",
-                     "isa": ""})
+    try:
+        measured = peaks_mod.measure(lib, threads, facts.l2_bytes, facts.l3_bytes, log=ui.info,
+                                     l1=caches.cache_bytes(1))
+    except peaks_mod.PeaksError as e:
+        if force:
+            raise
+        ui.warn(f"{e} This run goes on without shares of peak.")
+        return []
+    # the dispatch is measured SAMPLES times too; its median is what kernel-only ratios subtract
+    disp = [selfcheck.ort_node_dispatch_ns() for _ in range(peaks_mod.SAMPLES)]
+    row = {"kind": "ort_node_dispatch", "threads": 1, "level": None, "working_set_bytes": None,
+           "value": float(np.median(disp)), "samples": disp, "unit": "ns",
+           "method": "Identity chain, graph optimizations off", "isa": ""}
+    ui.info("  " + peaks_mod.describe([row])[0])
+    measured.append(row)
     with store.session() as s:
         repo.store_peaks(s, s.get(m.Host, host_id), s.get(m.Build, build_id), measured)
         return repo.latest_peaks(s, s.get(m.Host, host_id))
@@ -126,8 +140,7 @@ def estimate_cell_s(op, cell, settings: dict, peaks: list, facts, history: dict)
         return history[cell.key]
     dt = dtypes.get(cell.dtype)
     nbytes = op.bytes_moved(cell.case, dt)
-    level = verdicts.cache_level(nbytes, cell.threads, facts.l2_bytes, facts.l3_bytes)
-    bw = verdicts.pick_peak(peaks, "read", cell.threads, level, nbytes)
+    bw = verdicts.read_ceiling(peaks, cell.threads, nbytes, cold=cell.cache == "cold")
     op_s = nbytes / (0.4 * bw["value"] * 1e9) if bw else nbytes / 5e9
     if op.bound_for(cell.case) == "compute":  # e.g. attention prefill: flops, not bytes, decide
         fma = verdicts.pick_peak(peaks, "fma_f32", cell.threads)
@@ -174,25 +187,30 @@ def derive(op, cell, outcome, peaks: list, facts, lookup=None) -> dict:
     flops = op.flops(cell.case)
     # a cold cell's data comes from DRAM whatever its size (caches evicted before every call)
     level = "DRAM" if cell.cache == "cold" else verdicts.cache_level(nbytes, cell.threads, facts.l2_bytes,
-                                                                       facts.l3_bytes)
+                                                                       facts.l3_bytes, caches.cache_bytes(1))
     bound = op.bound_for(cell.case)
+    cold = cell.cache == "cold"
     if bound == "compute":
         # our kernels compute in f32 whatever the storage type (f16/bf16 converted in registers),
         # so the f32 FMA peak is the ceiling they can reach; the bf16-dot peak is not
         pk = verdicts.pick_peak(peaks, "fma_f32", cell.threads)
         work, unit = flops, "GFLOP/s"
     else:
-        pk = verdicts.pick_peak(peaks, "read", cell.threads, level, nbytes)
+        # the read bandwidth at the working set this side's warm loop keeps resident
+        pk = verdicts.read_ceiling(peaks, cell.threads, nbytes, cold)
         work, unit = nbytes, "GB/s"
     sides = {}
     ort_dt = dtypes.get(outcome.ort_dtype) if outcome.ort_dtype else dt
     for impl, ns, status in (("ours", outcome.ours_ns, outcome.ours_status),
                              ("ort", outcome.ort_ns, outcome.ort_status)):
         med = stats.median(ns) if ns else None
-        side_work = work if impl == "ours" or bound == "compute" else op.bytes_moved(cell.case, ort_dt)
+        side_work, side_pk = work, pk
+        if impl == "ort" and bound == "memory" and ort_dt is not dt:  # e.g. bf16 run by ORT in f32
+            side_work = op.bytes_moved(cell.case, ort_dt)
+            side_pk = verdicts.read_ceiling(peaks, cell.threads, side_work, cold)
         tp = side_work / med if med and med > 0 and status in ("ok", "ort-discrepancy") else None
         sides[impl] = {"median_ns": med, "throughput": tp,
-                       "share": (tp / pk["value"]) if tp and pk else None}
+                       "share": (tp / side_pk["value"]) if tp and side_pk else None}
     return {"verdict": v, "flops": flops, "bytes": nbytes, "level": level if bound == "memory" else None, "bound": bound,
             "peak": pk["value"] if pk else None, "peak_unit": unit, "unit": unit, "sides": sides}
 

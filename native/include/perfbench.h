@@ -24,7 +24,7 @@ extern "C" {
 
 /* PB_CDEF_BEGIN */
 
-#define PB_ABI_VERSION 1
+#define PB_ABI_VERSION 2
 
 /* status codes */
 #define PB_OK 0
@@ -527,11 +527,13 @@ typedef struct pb_peak_args {
 int pb_peak_fma_f32(const void *args);
 int pb_peak_bf16_dot(const void *args);
 
-/* Reads `bytes` of buf (split across threads); sink gets one float per thread. */
+/* Reads `bytes` of buf (split across threads) `passes` times over; sink gets one float per
+ * thread. Several passes per call keep the pool's wake-up out of a small working set's figure. */
 typedef struct pb_read_args {
     pb_exec exec;
     const void *buf;
     int64_t bytes;
+    int64_t passes;
     float *sink;
 } pb_read_args;
 int pb_read_bandwidth(const void *args);

@@ -94,9 +94,9 @@ def emit(text: str, output: str | None):
         click.echo(text, nl=not text.endswith("\n"))
 
 
-def _render(doc: dict, fmt: str, output: str | None, dispatch_ns=None):
+def _render(doc: dict, fmt: str, output: str | None):
     if fmt == "table":
-        emit(render.table(doc, dispatch_ns, color=sys.stdout.isatty() and not output) + "\n", output)
+        emit(render.table(doc, color=sys.stdout.isatty() and not output) + "\n", output)
     elif fmt == "markdown":
         emit(render.markdown(doc), output)
     elif fmt == "json":
@@ -113,17 +113,6 @@ def _render(doc: dict, fmt: str, output: str | None, dispatch_ns=None):
 def _exit_code(doc: dict) -> int:
     bad = [c for c in doc["cells"] if (c["ours"] or {}).get("status") in ("mismatch", "error", "crashed", "timeout")]
     return 1 if bad else 0
-
-
-def _dispatch_ns(store, run) -> float | None:
-    from sqlalchemy import select
-
-    from perfbench.store import models as m
-
-    with store.session() as s:
-        p = s.scalar(select(m.Peak).where(m.Peak.host_id == run.host_id, m.Peak.kind == "ort_node_dispatch")
-                     .order_by(m.Peak.id.desc()).limit(1))
-        return p.value if p else None
 
 
 def suite_options(f):
@@ -193,10 +182,9 @@ def run(suite, filters, quick, threads, dtype, cache, spin, device, max_time, re
     with store.session() as s:
         r = repo.load_run(s, run_id)
         doc = views.document(r)
-        disp = _dispatch_ns(store, r)
     click.echo(f"run {run_id}: {doc['run']['status']}{' (partial)' if doc['run']['partial'] else ''}, "
                f"{len(doc['cells'])} cells stored in {store.url}", err=True)
-    _render(doc, fmt, output, disp)
+    _render(doc, fmt, output)
     _take_into_tickets(store, run_id)
     return _exit_code(doc)
 
@@ -277,8 +265,7 @@ def show(ref, suite, host_class, fmt, output, db):
         rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=hc_id)
         r = repo.load_run(s, rid)
         doc = views.document(r)
-        disp = _dispatch_ns(store, r)
-    _render(doc, fmt, output, disp)
+    _render(doc, fmt, output)
     return 0
 
 
@@ -410,16 +397,44 @@ def import_cmd(file, db):
 
 @cli.command()
 @click.option("--db", metavar="URL", help=DB_HELP)
-def peaks(db):
-    """Measure and store this host's limits: f32 FMA peak, bf16 dot peak, read bandwidth by
-    working-set size (L2, L3, DRAM), ORT's per-node dispatch. `run` does this once per host."""
+@click.option("--show", is_flag=True, help="Print this host's stored set (medians, samples' range and spread) "
+                                            "and measure nothing.")
+def peaks(db, show):
+    """Measure and store this host's ceilings: f32 FMA and bf16 dot peaks, read bandwidth on a
+    ladder of working sets (16 KiB per thread doubling to twice the L3, then DRAM), ORT's
+    per-node dispatch. `run` does this once per host.
+
+    Each probe is measured 3 times, interleaved with the others; the median is stored with
+    every sample. A set that breaks physical order (more threads slower, a larger working set
+    faster, beyond 15%) is re-measured twice and then refused: nothing stored, exit 1.
+
+    \b
+    perfbench peaks            # measure (about 15 s on 2 cores)
+    perfbench peaks --show     # what shares of peak are divided by
+    """
     from perfbench import runner
     from perfbench.kernels_ffi import builder, load
     from perfbench.store import hostinfo, repo
     from perfbench.store.db import Store
+    from perfbench.timing import peaks as peaks_mod
 
     store = Store(db)
     facts = hostinfo.host_facts()
+    if show:
+        from sqlalchemy import select
+
+        from perfbench.store import models as m
+
+        with store.session() as s:
+            host = s.scalar(select(m.Host).join(m.HostClass).where(m.Host.hostname == facts.hostname,
+                                                                   m.HostClass.key == facts.class_key))
+            rows = repo.latest_peaks(s, host) if host else []
+        if not rows:
+            raise UsageError(f"no peaks stored for {facts.hostname} in {store.url}: run `perfbench peaks` first")
+        click.echo(f"{facts.hostname}: measured {rows[0]['measured_at']:%Y-%m-%d %H:%M} ({rows[0]['isa']})")
+        for line in peaks_mod.describe(rows):
+            click.echo(line)
+        return
     ui = TerminalUI()
     info = builder.build(log=ui.info)
     lib = load(info)

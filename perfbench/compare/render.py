@@ -8,6 +8,7 @@ import io
 import json
 import math
 
+from perfbench.compare import verdicts
 from perfbench.compare.escape import md_text
 from perfbench.compare.views import short_case
 
@@ -18,11 +19,16 @@ LEGEND = (
     "ORT session and fresh buffers, spread over worker processes; the spread between those processes and the "
     "calibrated between-run spread sigma_b are in the standard error, Welch-Satterthwaite dof). "
     "Verdict: win = whole CI < 1, loss = whole CI > 1, undecided = otherwise, fail = our numerics or run "
-    "failed, n/a = no ratio. %peak = share of this host's measured peak for the cache level the working "
-    "set lives in (`perfbench peaks`)."
+    "failed, n/a = no ratio. kernel-only = the ratio with ORT's measured per-node dispatch taken out of "
+    "ORT's time (the verdict stays on the as-run ratio: inside a graph ORT pays that dispatch for every node). "
+    "%peak = share of this host's measured ceiling: the read bandwidth probed at the cell's own working set and "
+    "thread count, or the f32 FMA peak (`perfbench peaks`)."
 )
-DISPATCH_NOTE = ("† ORT below 10 µs: its time includes its executor's per-node dispatch "
-                 "({}, `perfbench selfcheck`), which ours does not pay.")
+DISPATCH_NOTE = ("† ORT's per-node dispatch ({}, `perfbench peaks --show`) is more than half of ORT's time in {} "
+                 "cell(s), up to {:.0f}% of it: their ratio compares our kernel with mostly ORT's executor; the "
+                 "kernel-only column takes the dispatch out.")
+CEILING_NOTE = ("{} {} measurement(s) (ours or ORT's) exceed 100% of their ceiling, up to {:.0f}%: the ceiling is "
+                "wrong for them (a probe, or the working set the cell keeps resident), not the cell.")
 
 
 def fmt_ns(ns) -> str:
@@ -43,11 +49,49 @@ def fmt_ratio(c: dict) -> str:
     return f"{c['ratio']:.3f} [{c['ci_low']:.3f}–{c['ci_high']:.3f}]"
 
 
+def fmt_kernel(c: dict) -> str:
+    k = c.get("kernel_only")
+    if not k:
+        return "-"
+    if k["ratio"] is None:
+        return "n/a"
+    return f"{k['ratio']:.3f} [{k['ci_low']:.3f}–{k['ci_high']:.3f}]"
+
+
+def dispatch_marked(c: dict) -> bool:
+    k = c.get("kernel_only")
+    return bool(k) and k["dispatch_share"] > verdicts.DISPATCH_HALF
+
+
+def dispatch_note(doc: dict) -> str | None:
+    marked = [c for c in doc["cells"] if dispatch_marked(c)]
+    if not marked:
+        return None
+    d = doc.get("dispatch") or {}
+    ds = d.get("samples") or [d["value"]]
+    disp = f"{d['value'] / 1e3:.2f} µs [{min(ds) / 1e3:.2f}, {max(ds) / 1e3:.2f}] here"
+    return DISPATCH_NOTE.format(disp, len(marked), 100 * max(c["kernel_only"]["dispatch_share"] for c in marked))
+
+
+def over_shares(doc: dict) -> list[float]:
+    """Every share of peak above 1 in the document (ours and ORT's sides)."""
+    return [s["peak_share"] for c in doc["cells"] for s in (c["ours"], c["ort"])
+            if s and verdicts.over_ceiling(s.get("peak_share"))]
+
+
+def ceiling_note(doc: dict) -> str | None:
+    over = over_shares(doc)
+    return CEILING_NOTE.format(verdicts.OVER_CEILING, len(over), 100 * max(over)) if over else None
+
+
 def fmt_tp(c: dict, side: str = "ours") -> str:
     s = c[side]
     if not s or s["throughput"] is None:
         return "-"
-    share = f" {100 * s['peak_share']:.0f}%" if s["peak_share"] is not None else ""
+    share = ""
+    if s["peak_share"] is not None:
+        mark = verdicts.OVER_CEILING if verdicts.over_ceiling(s["peak_share"]) else ""
+        share = f" {100 * s['peak_share']:.0f}%{mark}"
     lvl = f" {c['work']['level']}" if c["work"]["level"] else ""
     unit = "GB/s" if s["unit"] == "GB/s" else "GF/s"
     return f"{s['throughput']:.1f} {unit}{share}{lvl}"
@@ -86,13 +130,12 @@ def status_of(c: dict) -> str:
     return v
 
 
-def table(doc: dict, dispatch_ns: float | None = None, color: bool = False) -> str:
+def table(doc: dict, color: bool = False) -> str:
     cells = doc["cells"]
     if not cells:
         return "(no cells)"
-    headers = ["case", "dtype", "thr", "ours", "ORT", "ours/ORT [95% CI]", "verdict", "ours throughput",
-               "numerics err≤tol", "ORT path"]
-    dagger = False
+    headers = ["case", "dtype", "thr", "ours", "ORT", "ours/ORT [95% CI]", "kernel-only", "verdict",
+               "ours throughput", "numerics err≤tol", "ORT path"]
     by_op: dict = {}
     for c in cells:
         by_op.setdefault(c["op"], []).append(c)
@@ -101,14 +144,12 @@ def table(doc: dict, dispatch_ns: float | None = None, color: bool = False) -> s
         rows = []
         for c in cs:
             ort_ns = (c["ort"] or {}).get("median_ns")
-            mark = ""
-            if ort_ns is not None and ort_ns < 1e4 and c["ratio"] is not None:
-                mark, dagger = "†", True
+            mark = "†" if dispatch_marked(c) else ""
             ext = "" if c["cache"] == "warm" else " cold"
             ext += "" if c["spin"] == "off" else " spin"
             rows.append([short_case(c["case_id"], c["op"], c["params"]) + ext, c["dtype"], str(c["threads"]),
                          fmt_ns((c["ours"] or {}).get("median_ns")), fmt_ns(ort_ns) + mark, fmt_ratio(c),
-                         status_of(c), fmt_tp(c), fmt_numerics(c), fmt_ort_path(c)])
+                         fmt_kernel(c), status_of(c), fmt_tp(c), fmt_numerics(c), fmt_ort_path(c)])
         out.append(f"{op_name}")
         out.append(grid(headers, rows, color))
         out.append("")
@@ -130,9 +171,9 @@ def table(doc: dict, dispatch_ns: float | None = None, color: bool = False) -> s
                    + ", ".join(f"{k} {v}" for k, v in o["counts"].items() if v))
     out.append("")
     out.append(_wrap(LEGEND))
-    if dagger:
-        disp = f"≈{dispatch_ns / 1e3:.2f} µs here" if dispatch_ns else "not measured on this host yet"
-        out.append(_wrap(DISPATCH_NOTE.format(disp)))
+    for note in (dispatch_note(doc), ceiling_note(doc)):
+        if note:
+            out.append(_wrap(note))
     return "\n".join(out)
 
 
@@ -170,13 +211,14 @@ def markdown(doc: dict) -> str:
              + (", partial" if r["partial"] else "") + ")", "",
              f"Host class: {_md_escape(r['host_class'])} · ORT {_md_escape(r['ort_version'])} · commit "
              f"{_md_escape((r['git_sha'] or 'unknown')[:12])}{' (dirty)' if r['dirty'] else ''}", "",
-             "| case | dtype | threads | ours | ORT | ours/ORT [95% CI] | verdict | ours throughput | numerics | ORT path |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| case | dtype | threads | ours | ORT | ours/ORT [95% CI] | kernel-only | verdict | ours throughput | "
+             "numerics | ORT path |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in doc["cells"]:
         lines.append("| " + " | ".join(_md_escape(x) for x in [
             c["case_id"], c["dtype"], str(c["threads"]), fmt_ns((c["ours"] or {}).get("median_ns")),
-            fmt_ns((c["ort"] or {}).get("median_ns")), fmt_ratio(c), status_of(c), fmt_tp(c), fmt_numerics(c),
-            fmt_ort_path(c)]) + " |")
+            fmt_ns((c["ort"] or {}).get("median_ns")) + ("†" if dispatch_marked(c) else ""), fmt_ratio(c),
+            fmt_kernel(c), status_of(c), fmt_tp(c), fmt_numerics(c), fmt_ort_path(c)]) + " |")
     lines += ["", "| op | dtype | threads | fast_1 | win | loss | undecided | fail | n/a | geomean |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for s in doc["summary"]:
@@ -185,13 +227,14 @@ def markdown(doc: dict) -> str:
                      + ("-" if s["fast_1"] is None else f"{100 * s['fast_1']:.0f}%")
                      + f" | {k['win']} | {k['loss']} | {k['undecided']} | {k['fail']} | {k['n/a']} | "
                      + ("-" if s["geomean_ratio"] is None else f"{s['geomean_ratio']:.3f}") + " |")
-    lines += ["", LEGEND]  # ours, not data
+    lines += ["", LEGEND] + ["\n" + n for n in (dispatch_note(doc), ceiling_note(doc)) if n]  # ours, not data
     return "\n".join(lines) + "\n"
 
 
 CSV_FIELDS = ["run_id", "case_id", "op", "dtype", "threads", "device", "cache", "spin", "verdict", "ratio", "ci_low",
               "ci_high", "n", "ours_status", "ours_median_ns", "ort_status", "ort_median_ns", "ort_dtype", "ort_path",
-              "ours_throughput", "ort_throughput", "throughput_unit", "ours_peak_share", "level", "err_ours",
+              "ours_throughput", "ort_throughput", "throughput_unit", "ours_peak_share", "ort_peak_share", "level",
+              "kernel_ratio", "kernel_ci_low", "kernel_ci_high", "ort_dispatch_share", "err_ours",
               "err_ort", "err_ours_vs_ort", "tol", "timing_hash"]
 
 
@@ -200,7 +243,7 @@ def to_csv(doc: dict) -> str:
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
     w.writeheader()
     for c in doc["cells"]:
-        o, t = c["ours"] or {}, c["ort"] or {}
+        o, t, k = c["ours"] or {}, c["ort"] or {}, c.get("kernel_only") or {}
         w.writerow({
             "run_id": doc["run"]["id"], "case_id": c["case_id"], "op": c["op"], "dtype": c["dtype"],
             "threads": c["threads"], "device": c["device"], "cache": c["cache"], "spin": c["spin"],
@@ -208,7 +251,9 @@ def to_csv(doc: dict) -> str:
             "ours_status": o.get("status"), "ours_median_ns": o.get("median_ns"), "ort_status": t.get("status"),
             "ort_median_ns": t.get("median_ns"), "ort_dtype": t.get("dtype"), "ort_path": t.get("path"),
             "ours_throughput": o.get("throughput"), "ort_throughput": t.get("throughput"),
-            "throughput_unit": o.get("unit"), "ours_peak_share": o.get("peak_share"), "level": c["work"]["level"],
+            "throughput_unit": o.get("unit"), "ours_peak_share": o.get("peak_share"), "ort_peak_share": t.get("peak_share"),
+            "level": c["work"]["level"], "kernel_ratio": k.get("ratio"), "kernel_ci_low": k.get("ci_low"),
+            "kernel_ci_high": k.get("ci_high"), "ort_dispatch_share": k.get("dispatch_share"),
             "err_ours": c["numerics"]["err_ours"], "err_ort": c["numerics"]["err_ort"],
             "err_ours_vs_ort": c["numerics"]["err_ours_vs_ort"], "tol": c["numerics"]["tol"],
             "timing_hash": c["timing_hash"],

@@ -95,14 +95,52 @@ def geomean(ratios) -> float | None:
 
 # ---- throughput against this host's measured peaks ----
 
-def cache_level(working_set: float, threads: int, l2: int | None, l3: int | None) -> str:
-    """Where a working set lives: L2 if it fits the participating cores' L2 (3/4 full), L3 if
-    it fits 3/4 of the L3, else DRAM."""
+def cache_level(working_set: float, threads: int, l2: int | None, l3: int | None, l1: int | None = None) -> str:
+    """Where a working set lives (a label; the ceiling is read_ceiling's): L1/L2 if it fits the
+    participating cores' (3/4 full), L3 if it fits 3/4 of the L3, else DRAM."""
+    if l1 and working_set <= 0.75 * l1 * threads:
+        return "L1"
     if l2 and working_set <= 0.75 * l2 * threads:
         return "L2"
     if l3 and working_set <= 0.75 * l3:
         return "L3"
     return "DRAM"
+
+
+def read_ceiling(peaks: list, threads: int, working_set: float, cold: bool = False) -> dict | None:
+    """The read bandwidth a loop over `working_set` bytes at `threads` threads can reach: the
+    stored read probes of that thread count (else the largest measured) interpolated on log-log
+    axes at the working set; clamped to the smallest and largest probed. A cold cell's data comes
+    from DRAM whatever its size: the largest working set probed. Returns a peak-like dict whose
+    value is the ceiling (None: no read probes stored)."""
+    cand = [p for p in peaks if p["kind"] == "read" and p.get("working_set_bytes")]
+    if not cand:
+        return None
+    exact = [p for p in cand if p["threads"] == threads]
+    cand = sorted(exact or [p for p in cand if p["threads"] == max(q["threads"] for q in cand)],
+                  key=lambda p: p["working_set_bytes"])
+    if cold or working_set >= cand[-1]["working_set_bytes"]:
+        return cand[-1]
+    if working_set <= cand[0]["working_set_bytes"]:
+        return cand[0]
+    for a, b in zip(cand, cand[1:]):
+        if a["working_set_bytes"] <= working_set <= b["working_set_bytes"]:
+            f = (np.log(working_set) - np.log(a["working_set_bytes"])) / \
+                (np.log(b["working_set_bytes"]) - np.log(a["working_set_bytes"]))
+            value = float(np.exp((1 - f) * np.log(a["value"]) + f * np.log(b["value"])))
+            return {**a, "working_set_bytes": working_set, "value": value, "samples": None,
+                    "method": f"{a['method']}, interpolated at the cell's working set"}
+    return cand[-1]
+
+
+# a share of peak above 1 says the ceiling is wrong for that cell (a probe or the working-set
+# model), never that the cell did something impossible: a mark in tables and the dashboard,
+# never a status
+OVER_CEILING = "\u2191"
+
+
+def over_ceiling(share: float | None) -> bool:
+    return share is not None and share > 1.0
 
 
 def pick_peak(peaks: list, kind: str, threads: int, level: str | None = None, working_set: float | None = None):
@@ -116,3 +154,33 @@ def pick_peak(peaks: list, kind: str, threads: int, level: str | None = None, wo
     if working_set and len(cand) > 1:
         cand.sort(key=lambda p: abs(np.log(max(p["working_set_bytes"] or 1, 1)) - np.log(max(working_set, 1))))
     return cand[0]
+
+
+# ---- kernel-only ratio: ORT's per-node dispatch subtracted ----
+
+# dispatch above this share of ORT's time marks a cell: the as-run ratio there is mostly ORT's
+# executor, not its kernel
+DISPATCH_HALF = 0.5
+
+
+def kernel_only(ratio: float | None, lo: float | None, hi: float | None, ort_ns: float | None,
+                dispatch: dict | None) -> dict | None:
+    """The ours/ORT ratio with ORT's measured per-node dispatch d taken out of ORT's time:
+    ratio x t/(t - d), t = ORT's median. Its interval is the as-run one shifted at the measured
+    dispatch's extremes (lo at the smallest d sample, hi at the largest), so it holds both the
+    ratio's and the dispatch's uncertainty. n/a (ratio None, with why) where t - d is at or
+    below the resolution of the difference: the dispatch samples' range (at least 1 ns).
+    Returns None without a ratio, ORT time or dispatch."""
+    if ratio is None or lo is None or hi is None or not ort_ns or not dispatch or not dispatch.get("value"):
+        return None
+    d = float(dispatch["value"])
+    ds = [float(x) for x in (dispatch.get("samples") or [d])]
+    d_lo, d_hi = min(ds + [d]), max(ds + [d])
+    share = d / ort_ns
+    resolution = max(d_hi - d_lo, 1.0)
+    if ort_ns - d_hi <= resolution:
+        return {"ratio": None, "ci_low": None, "ci_high": None, "dispatch_ns": d, "dispatch_share": share,
+                "note": f"ORT's time {ort_ns:.0f} ns minus its dispatch {d:.0f} ns [{d_lo:.0f}, {d_hi:.0f}] "
+                        "is at or below resolution"}
+    return {"ratio": ratio * ort_ns / (ort_ns - d), "ci_low": lo * ort_ns / (ort_ns - d_lo),
+            "ci_high": hi * ort_ns / (ort_ns - d_hi), "dispatch_ns": d, "dispatch_share": share, "note": None}

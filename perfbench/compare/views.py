@@ -9,8 +9,9 @@ from perfbench import SCHEMA_VERSION, ops
 from perfbench.compare import verdicts
 
 
-def cell_view(c) -> dict:
-    """One stored Cell as plain data (the JSON schema of `perfbench show --format json`)."""
+def cell_view(c, dispatch: dict | None = None) -> dict:
+    """One stored Cell as plain data (the JSON schema of `perfbench show --format json`).
+    dispatch: the host's measured ORT per-node dispatch (dispatch_of), for the kernel-only ratio."""
     ours, ort = c.side("ours"), c.side("ort")
 
     def side(mm):
@@ -28,6 +29,8 @@ def cell_view(c) -> dict:
         "verdict": c.verdict, "verdict_note": c.verdict_note,
         "ratio": c.ratio, "ci_low": c.ratio_lo, "ci_high": c.ratio_hi, "n": c.n, "ci_method": c.ci_method,
         "sd_log": c.sd_log,
+        "kernel_only": verdicts.kernel_only(c.ratio, c.ratio_lo, c.ratio_hi, ort.median_ns if ort else None,
+                                            dispatch),
         "numerics": {"err_ours": c.err_ours, "err_ort": c.err_ort, "err_ours_vs_ort": c.err_ours_vs_ort,
                      "tol": c.tol, "floor": c.floor},
         "ours": side(ours), "ort": side(ort),
@@ -96,10 +99,27 @@ def overall(cells: list[dict]) -> dict:
             "due": sum(1 for c in cells if c["verdict"] != "n/a")}
 
 
+def dispatch_of(run) -> dict | None:
+    """The newest ORT per-node dispatch stored for the run's host ({"value", "samples"} in ns),
+    or None (never measured, or a run not attached to a session)."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import object_session
+
+    from perfbench.store import models as m
+
+    s = object_session(run)
+    if s is None:
+        return None
+    p = s.scalar(select(m.Peak).where(m.Peak.host_id == run.host_id, m.Peak.kind == "ort_node_dispatch")
+                 .order_by(m.Peak.id.desc()).limit(1))
+    return {"value": p.value, "samples": p.samples} if p else None
+
+
 def document(run) -> dict:
-    cells = [cell_view(c) for c in sorted(run.cells, key=lambda c: c.id)]
-    return {"schema_version": SCHEMA_VERSION, "run": run_view(run), "cells": cells, "summary": summaries(cells),
-            "overall": overall(cells)}
+    dispatch = dispatch_of(run)
+    cells = [cell_view(c, dispatch) for c in sorted(run.cells, key=lambda c: c.id)]
+    return {"schema_version": SCHEMA_VERSION, "run": run_view(run), "dispatch": dispatch, "cells": cells,
+            "summary": summaries(cells), "overall": overall(cells)}
 
 
 def short_case(case_id: str, op_name: str, params: dict) -> str:

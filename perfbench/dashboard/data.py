@@ -11,15 +11,16 @@ from collections import defaultdict
 from sqlalchemy import select
 from sqlalchemy.orm import defer, selectinload
 
-from perfbench.compare import views
+from perfbench.compare import verdicts, views
 from perfbench.store import models as m
 from perfbench.store import repo
 
 FLAGGED = ("regression", "possible", "numerics-broke")
 
 
-def _cell(c: m.Cell) -> dict:
+def _cell(c: m.Cell, dispatch: dict | None = None) -> dict:
     ours, ort = c.side("ours"), c.side("ort")
+    k = verdicts.kernel_only(c.ratio, c.ratio_lo, c.ratio_hi, ort.median_ns if ort else None, dispatch)
     return {
         "case_id": c.case.case_id, "op": c.case.op, "params": c.case.params, "dtype": c.dtype, "threads": c.threads,
         "device": c.device, "cache": c.cache, "spin": c.spin, "numerics_only": c.numerics_only,
@@ -30,7 +31,8 @@ def _cell(c: m.Cell) -> dict:
         "ours_share": ours.peak_share if ours else None,
         "ort_status": ort.status if ort else None, "ort_ns": ort.median_ns if ort else None,
         "ort_tp": ort.throughput if ort else None, "ort_path": (ort.path or None) if ort else None,
-        "ort_dtype": ort.dtype if ort else None,
+        "ort_dtype": ort.dtype if ort else None, "ort_share": ort.peak_share if ort else None,
+        "kernel_only": k,
     }
 
 
@@ -43,6 +45,11 @@ def load(s, host_class: str | None = None, suite: str | None = None, max_runs: i
         q = q.where(m.HostClass.key == host_class)
     out = []
     for hc in s.scalars(q):
+        host = s.scalar(select(m.Host).where(m.Host.host_class_id == hc.id).order_by(m.Host.last_seen.desc())
+                        .limit(1))
+        peaks = repo.latest_peaks(s, host) if host is not None else []
+        dispatch = next(({"value": p["value"], "samples": p["samples"]} for p in peaks
+                         if p["kind"] == "ort_node_dispatch"), None)
         base = (select(m.Run).where(m.Run.host_class_id == hc.id, m.Run.status == "complete",
                                     m.Run.invalidated.is_(False), m.Run.origin == "run"))
         suites = [suite] if suite else sorted(set(s.scalars(base.with_only_columns(m.Run.suite).distinct())))
@@ -56,11 +63,8 @@ def load(s, host_class: str | None = None, suite: str | None = None, max_runs: i
                 runs.append({"id": r.id, "suite": sname, "partial": r.partial, "quick": r.quick,
                              "started_at": r.started_at, "git_sha": r.git_sha, "branch": r.branch,
                              "hostname": r.hostname, "ort_version": r.ort_version, "filters": r.filters or [],
-                             "cells": [_cell(c) for c in r.cells]})
+                             "cells": [_cell(c, dispatch) for c in r.cells]})
         runs.sort(key=lambda r: (r["started_at"], r["id"]))
-        host = s.scalar(select(m.Host).where(m.Host.host_class_id == hc.id).order_by(m.Host.last_seen.desc())
-                        .limit(1))
-        peaks = repo.latest_peaks(s, host) if host is not None else []
         tickets = [{"id": t.id, "kind": t.kind, "title": t.title, "op": t.op, "dtype": t.dtype,
                     "threads": t.threads, "priority": t.priority, "worst_ratio": t.worst_ratio,
                     "cells": len(t.cells or []), "last_run": t.last_run_id}

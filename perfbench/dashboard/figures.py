@@ -9,10 +9,22 @@ import math
 import re
 from collections import defaultdict
 
+from perfbench.compare import verdicts
 from perfbench.compare.render import fmt_ns
 from perfbench.dashboard.data import short
 
 MARK_SUBST, MARK_DISC = "†", "‡"
+MARK_DISPATCH = "½"  # ORT's per-node dispatch is more than half of ORT's time (the tables' †)
+MARK_OVER = verdicts.OVER_CEILING  # a share of peak above 100%: the ceiling is wrong for the cell
+
+
+def dispatch_heavy(c: dict) -> bool:
+    k = c.get("kernel_only")
+    return bool(k) and k["dispatch_share"] > verdicts.DISPATCH_HALF
+
+
+def over_ceiling(c: dict) -> bool:
+    return verdicts.over_ceiling(c.get("ours_share")) or verdicts.over_ceiling(c.get("ort_share"))
 # diverging, centred on ratio 1 (log2 = 0): blue = we win, red = we lose
 DIVERGING = [[0.0, "#2166ac"], [0.25, "#67a9cf"], [0.5, "#f7f7f7"], [0.75, "#ef8a62"], [1.0, "#b2182b"]]
 
@@ -31,6 +43,10 @@ def _ratio_text(c: dict) -> str:
         mark += MARK_SUBST
     if c.get("ort_status") == "ort-discrepancy":
         mark += MARK_DISC
+    if dispatch_heavy(c):
+        mark += MARK_DISPATCH
+    if over_ceiling(c):
+        mark += MARK_OVER
     return f"{c['ratio']:.2f}{mark}"
 
 
@@ -42,11 +58,24 @@ def _hover(c: dict) -> str:
         parts.append(f"ours {fmt_ns(c['ours_ns'])} · ORT {fmt_ns(c['ort_ns'])}")
         if c["ratio"] is not None:
             parts.append(f"ours/ORT {c['ratio']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}] ({esc(c['verdict'])})")
+            k = c.get("kernel_only")
+            if k and k["ratio"] is not None:
+                parts.append(f"kernel-only {k['ratio']:.3f} [{k['ci_low']:.3f}, {k['ci_high']:.3f}] (ORT's "
+                             f"dispatch {fmt_ns(k['dispatch_ns'])} = {100 * k['dispatch_share']:.0f}% of its time"
+                             + (f" {MARK_DISPATCH}" if dispatch_heavy(c) else "") + ")")
+            elif k:
+                parts.append(f"kernel-only n/a: {esc(k['note'])} {MARK_DISPATCH}")
         else:
             parts.append(f"no ratio: {esc(c['note'] or c['verdict'])}")
-    if c["ours_tp"] is not None:
-        share = f", {100 * c['ours_share']:.0f}% of peak" if c["ours_share"] is not None else ""
-        parts.append(f"ours {c['ours_tp']:.3g} {esc(c['unit'] or '')}{share}")
+    for side, tp, sh in (("ours", c["ours_tp"], c["ours_share"]), ("ORT", c.get("ort_tp"), c.get("ort_share"))):
+        if tp is None:
+            continue
+        share = ""
+        if sh is not None:
+            share = f", {100 * sh:.0f}% of peak"
+            if verdicts.over_ceiling(sh):
+                share += f" {MARK_OVER} over the ceiling: the ceiling is wrong for this cell"
+        parts.append(f"{side} {tp:.3g} {esc(c['unit'] or '')}{share}")
     path = c.get("ort_path") or "-"
     if path == "substituted":
         path = f"substituted: compared with ORT {c.get('ort_dtype')} {MARK_SUBST}"
@@ -181,7 +210,7 @@ def roofline(cells: list[dict], peaks: list[dict], threads: int, title: str) -> 
     if top:
         data.append({"type": "scatter", "mode": "lines", "name": f"FMA f32 peak {top:.0f} GFLOP/s", "x": [lo_x, hi_x],
                      "y": [top, top], "line": {"dash": "dash", "color": "#000"}})
-    for level in ("L2", "L3", "DRAM"):
+    for level in ("L1", "L2", "L3", "DRAM"):
         bw = [p["value"] for p in peaks if p["kind"] == "read" and p["level"] == level and p["threads"] == threads]
         if not bw:
             continue

@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from perfbench.compare import views
+from perfbench.compare import verdicts, views
 from perfbench.compare.render import fmt_ns
 from perfbench.dashboard import figures as fig
 from perfbench.dashboard.data import latest_full, short
@@ -154,9 +154,15 @@ def op_page(host: dict, op: str, run: dict, choices: list[dict], name_of) -> Pag
     p.add(f"<p>Run <select onchange=\"location.href=this.value\">{opts}</select></p>")
     p.add(f'<p class="note">Colour: log scale, centred on 1.0 — blue = we win, red = we lose. Grey: n/a (no ratio); '
           f"dark grey: ours fails (never a win). {fig.MARK_SUBST} compared with a substituted ORT dtype; "
-          f"{fig.MARK_DISC} ORT departs from the oracle (ort-discrepancy). Hover for times, CI, throughput, "
-          "ORT path and case id.</p>")
+          f"{fig.MARK_DISC} ORT departs from the oracle (ort-discrepancy); {fig.MARK_DISPATCH} ORT's per-node "
+          f"dispatch is more than half of ORT's time (hover: the kernel-only ratio); {fig.MARK_OVER} a share of "
+          "peak above 100% (the ceiling is wrong for that cell, never its result). Hover for times, CI, "
+          "throughput, ORT path and case id.</p>")
     cells = [c for c in run["cells"] if c["op"] == op]
+    over = sum(1 for c in cells for sh in (c.get("ours_share"), c.get("ort_share")) if verdicts.over_ceiling(sh))
+    if over:
+        p.add(f'<p class="note">{fig.MARK_OVER} {over} measurement(s) of this op exceed 100% of their ceiling: '
+              "a probe or the working-set model is wrong for them (<code>perfbench peaks --show</code>).</p>")
     groups: dict = defaultdict(list)
     for c in cells:
         groups[(c["dtype"], c["threads"], c["cache"], c["spin"], c["device"])].append(c)

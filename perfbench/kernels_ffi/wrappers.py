@@ -137,16 +137,19 @@ def peak(lib: Library, kind: str, iters: int, threads: int) -> tuple[KernelCall,
     return KernelCall(lib, kind, args, [flops, method, sink]), flops, method
 
 
-def read_bandwidth(lib: Library, buf: np.ndarray, threads: int) -> KernelCall:
-    """Reads buf (a contiguous float32 array of at least one element) with `threads` threads."""
+def read_bandwidth(lib: Library, buf: np.ndarray, threads: int, passes: int = 1) -> KernelCall:
+    """Reads buf (a contiguous float32 array of at least one element) `passes` times over with
+    `threads` threads."""
     k = "read_bandwidth"
     check_array(buf, "buf", k)
     if buf.dtype != np.float32 or buf.size < 1:
         raise UsageError(f"{k}: buf must be a non-empty float32 array, got {buf.dtype}{buf.shape}")
+    if isinstance(passes, bool) or not isinstance(passes, (int, np.integer)) or passes < 1:
+        raise UsageError(f"{k}: passes={passes!r}, expected a positive integer")
     args = lib.ffi.new("pb_read_args*")
     set_exec(args, check_threads(threads, "read_bandwidth"))
     sink = lib.ffi.new("float[]", threads)
-    args.buf, args.bytes, args.sink = lib.ptr(buf), buf.nbytes, sink
+    args.buf, args.bytes, args.passes, args.sink = lib.ptr(buf), buf.nbytes, int(passes), sink
     return KernelCall(lib, "read_bandwidth", args, [buf, sink])
 
 

@@ -71,12 +71,13 @@ class Peak(Base):
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"), index=True)
     build_id: Mapped[int] = mapped_column(ForeignKey("builds.id"))
     batch: Mapped[str] = mapped_column(String(64), index=True)  # one `perfbench peaks` invocation
-    kind: Mapped[str] = mapped_column(String(32))  # fma_f32 | bf16_dot | read
+    kind: Mapped[str] = mapped_column(String(32))  # fma_f32 | bf16_dot | read | ort_node_dispatch
     threads: Mapped[int] = mapped_column(Integer)
-    level: Mapped[str | None] = mapped_column(String(16), nullable=True)  # L2 | L3 | DRAM
+    level: Mapped[str | None] = mapped_column(String(16), nullable=True)  # L1 | L2 | L3 | DRAM
     working_set_bytes: Mapped[int | None] = mapped_column(Float, nullable=True)
-    value: Mapped[float] = mapped_column(Float)
-    unit: Mapped[str] = mapped_column(String(16))  # GFLOP/s | GB/s
+    value: Mapped[float] = mapped_column(Float)  # the median of samples (a peak batch since 0006)
+    samples: Mapped[list | None] = mapped_column(JSON, nullable=True)  # every figure measured, in order
+    unit: Mapped[str] = mapped_column(String(16))  # GFLOP/s | GB/s | ns
     method: Mapped[str] = mapped_column(String(255), default="")
     isa: Mapped[str] = mapped_column(String(32), default="")
     measured_at: Mapped[datetime] = mapped_column(DateTime)

@@ -65,7 +65,7 @@ def latest_peaks(s: Session, host: m.Host) -> list[dict]:
         return []
     rows = s.scalars(select(m.Peak).where(m.Peak.batch == last.batch)).all()
     return [{"kind": p.kind, "threads": p.threads, "level": p.level, "working_set_bytes": p.working_set_bytes,
-             "value": p.value, "unit": p.unit, "method": p.method, "isa": p.isa, "measured_at": p.measured_at}
+             "value": p.value, "samples": p.samples, "unit": p.unit, "method": p.method, "isa": p.isa, "measured_at": p.measured_at}
             for p in rows]
 
 

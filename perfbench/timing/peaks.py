@@ -1,53 +1,211 @@
-"""Host peaks (`perfbench peaks`): f32 FMA peak, bf16 dot-product peak and read bandwidth by
-working-set size (L2, L3, DRAM), measured with small native kernels through the same timing
-loop as everything else. Each figure is the best of several ~40 ms timed loops (a peak is a
-ceiling, so the best repetition is the estimate), at 1 thread and at every core."""
+"""Host peaks (`perfbench peaks`): the ceilings a cell's throughput is divided by.
+
+- f32 FMA and bf16 dot-product peaks (GFLOP/s), at 1 thread and at every core;
+- read bandwidth (GB/s) on a ladder of working sets, 16 KiB per thread doubling to twice the
+  L3, then DRAM, so a cell's ceiling is read at its own working-set size and thread count
+  (verdicts.read_ceiling) instead of a level guessed from the cache sizes.
+
+Robust estimate: each probe is measured SAMPLES times, interleaved with the other probes (a
+transient hits one sample of several probes, not every sample of one); a sample is the best of
+REPEATS timed loops of ~TARGET_NS (a peak is a ceiling, so the best loop estimates it); the
+median sample is stored, with every sample (`perfbench peaks --show` prints their spread).
+
+Physical order: more threads are never slower, a larger working set never reads faster (each
+within TOL). A set that breaks either is re-measured (REMEASURE rounds of the probes involved)
+and then refused (PeaksError): nothing is stored. On the Zen 5 the old one-shot probes stored
+2-thread L2 read at 43.8, 46.8 and 269.9 GB/s in three fresh databases against ~250 at 1
+thread; a call reading 1 MiB lasted ~5 us, so the pool's wake-up decided the figure. A read
+call now covers READ_CALL_BYTES (several passes over a small buffer)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from perfbench.errors import PerfbenchError
 from perfbench.kernels_ffi import wrappers
 
-TARGET_NS = 40e6
-REPEATS = 5
-DRAM_BYTES = 256 * 1024**2
-PEAK_ITERS_PER_CALL = 200_000
+TARGET_NS = 10e6
+REPEATS = 3
+SAMPLES = 3
+TOL = 0.15
+REMEASURE = 2
+DRAM_BYTES = 256 * 1024**2  # the DRAM probe reads max(this, 4 x L3), at most DRAM_CAP
+DRAM_CAP = 2 * 1024**3  # a VM may report a huge L3 (one here: 480 MiB); 2 GiB misses any real one
+SPIN_US = 1000  # the pool spins between probe calls: a call is never charged a worker's wake-up
+LADDER_FROM = 16 * 1024  # per thread
+READ_CALL_BYTES = 8 * 1024**2  # per thread per call: ~40 us even from L1
+PEAK_ITERS_PER_CALL = 200_000  # ~1-2 ms of arithmetic per call
 
 
-def _best_loop(call, target_ns: float = TARGET_NS) -> tuple[int, int]:
-    """(iters, best elapsed ns) of REPEATS timed loops lasting about target_ns each."""
+class PeaksError(PerfbenchError):
+    """The probes disagree with physics after re-measuring: the set is not stored."""
+
+
+@dataclass
+class Probe:
+    kind: str
+    threads: int
+    level: str | None
+    ws: int | None
+    unit: str
+    method: str
+    make: object = field(repr=False)  # () -> (KernelCall, work per call in flops or bytes)
+    samples: list = field(default_factory=list)
+
+    def row(self) -> dict:
+        return {"kind": self.kind, "threads": self.threads, "level": self.level, "working_set_bytes": self.ws,
+                "value": float(np.median(self.samples)), "samples": [float(v) for v in self.samples],
+                "unit": self.unit, "method": self.method}
+
+
+def level_of(ws: float, threads: int, l1: int | None, l2: int | None, l3: int | None) -> str:
+    """Where a working set split over `threads` cores lives: L1/L2 (private, per core) if it
+    fits 3/4 of theirs, L3 (shared) if it fits 3/4 of it, else DRAM."""
+    if l1 and ws <= 0.75 * l1 * threads:
+        return "L1"
+    if l2 and ws <= 0.75 * l2 * threads:
+        return "L2"
+    if l3 and ws <= 0.75 * l3:
+        return "L3"
+    return "DRAM"
+
+
+def ladder(threads: int, l3: int, dram: int) -> list[int]:
+    """Working sets (bytes) of the read probes: LADDER_FROM per thread doubling up to 2 x L3 (and
+    below half of dram), then dram."""
+    out, ws = [], LADDER_FROM * threads
+    while ws <= 2 * l3 and ws <= dram // 2:
+        out.append(ws)
+        ws *= 2
+    return out + [dram]
+
+
+def _sample(call, work: float, target_ns: float) -> float:
+    """Best of REPEATS loops of ~target_ns: work per ns (GFLOP/s or GB/s)."""
     call.run()
     one = max(call.time_warm(1), 1)
     iters = max(1, int(math.ceil(target_ns / one)))
-    best = min(call.time_warm(iters) for _ in range(REPEATS))
-    return iters, best
+    return work * iters / min(call.time_warm(iters) for _ in range(REPEATS))
+
+
+def order_violations(rows: list[dict], tol: float = TOL) -> list[tuple[dict, dict, str]]:
+    """Pairs (a, b, why) that break physical order: b at more threads than a (same kind and
+    working set) but slower, or b reading a larger working set than a (same threads) but
+    faster, each beyond tol."""
+    out = []
+    by_kind: dict = {}
+    for r in rows:
+        if r["kind"] in ("fma_f32", "bf16_dot", "read"):
+            by_kind.setdefault(r["kind"], []).append(r)
+    for kind, rs in by_kind.items():
+        for a in rs:
+            for b in rs:
+                if a["working_set_bytes"] == b["working_set_bytes"] and b["threads"] > a["threads"] \
+                        and b["value"] < a["value"] * (1 - tol):
+                    out.append((a, b, f"{b['threads']} threads slower than {a['threads']}"))
+        if kind == "read":
+            for t in {r["threads"] for r in rs}:
+                seq = sorted((r for r in rs if r["threads"] == t), key=lambda r: r["working_set_bytes"])
+                for i, b in enumerate(seq[1:], 1):
+                    a = min(seq[:i], key=lambda r: r["value"])  # the slowest smaller working set
+                    if b["value"] > a["value"] * (1 + tol):
+                        out.append((a, b, "a larger working set read faster"))
+    return out
+
+
+def _label(r: dict) -> str:
+    ws = f" {r['working_set_bytes'] / 1024**2:.3g} MiB" if r.get("working_set_bytes") else ""
+    return f"{r['kind']}{ws} threads={r['threads']} {r['value']:.1f} {r['unit']}"
+
+
+def probes(lib, thread_counts: list[int], l1: int | None, l2: int | None, l3: int | None,
+           dram_bytes: int | None = None) -> tuple[list[Probe], np.ndarray]:
+    """Every probe of a peak set, and the one buffer the read probes share (prefix views)."""
+    l3 = l3 or 16 * 1024**2
+    dram = dram_bytes or min(max(DRAM_BYTES, 4 * l3), DRAM_CAP)
+    buf = np.ones(dram // 4, dtype=np.float32)
+    out = []
+    for t in thread_counts:
+        for kind in ("fma_f32", "bf16_dot"):
+            call, flops, method = wrappers.peak(lib, "peak_" + kind, PEAK_ITERS_PER_CALL, t)
+            call.run()
+            out.append(Probe(kind, t, None, None, "GFLOP/s", lib.string(method[0]),
+                             (lambda c=call, f=flops: (c, f[0]))))
+        for ws in ladder(t, l3, dram):
+            passes = max(1, READ_CALL_BYTES * t // ws)
+            level = "DRAM" if ws == dram else level_of(ws, t, l1, l2, l3)
+            out.append(Probe("read", t, level, ws, "GB/s", "streaming read, 8 accumulators",
+                             (lambda w=ws, p=passes, t=t: (wrappers.read_bandwidth(lib, buf[:w // 4], t, p), w * p))))
+    return out, buf
 
 
 def measure(lib, thread_counts: list[int], l2: int | None, l3: int | None, log=lambda m: None,
-            dram_bytes: int | None = None, target_ns: float = TARGET_NS) -> list[dict]:
+            dram_bytes: int | None = None, target_ns: float = TARGET_NS, l1: int | None = None,
+            adjust=None) -> list[dict]:
+    """Measure every probe SAMPLES times (interleaved), re-measure what breaks physical order,
+    and return the rows to store, or raise PeaksError. adjust(probe, value) -> value lets a test
+    inject a bad figure where the hardware would produce one."""
+    lib.set_spin(SPIN_US)
+    try:
+        return _measure(lib, thread_counts, l1, l2, l3, dram_bytes, target_ns, adjust, log)
+    finally:
+        lib.set_spin(0)
+
+
+def _measure(lib, thread_counts, l1, l2, l3, dram_bytes, target_ns, adjust, log) -> list[dict]:
+    todo, _buf = probes(lib, thread_counts, l1, l2, l3, dram_bytes)
+
+    def run(sel: list[Probe]) -> None:
+        for p in sel:
+            p.samples = []
+        for _ in range(SAMPLES):
+            for p in sel:
+                call, work = p.make()
+                v = _sample(call, work, target_ns)
+                p.samples.append(adjust(p, v) if adjust else v)
+
+    run(todo)
+    for attempt in range(REMEASURE + 1):
+        rows = [p.row() for p in todo]
+        bad = order_violations(rows)
+        if not bad:
+            break
+        if attempt == REMEASURE:
+            lines = "; ".join(f"{_label(a)} vs {_label(b)}: {why}" for a, b, why in bad[:6])
+            raise PeaksError(f"host peaks break physical order after {REMEASURE} re-measurements ({len(bad)} "
+                             f"pair(s)): {lines}. Nothing was stored: is something else running on this host? "
+                             "Re-run `perfbench peaks` when it is quiet.")
+        involved = {id(r) for a, b, _ in bad for r in (a, b)}
+        again = [p for p, r in zip(todo, rows) if id(r) in involved]
+        log(f"  re-measuring {len(again)} probe(s) out of physical order: "
+            + "; ".join(f"{_label(a)} vs {_label(b)}" for a, b, _ in bad[:3]))
+        run(again)
+    for r in rows:
+        r["isa"] = lib.isa_active
+    for line in describe(rows):
+        log("  " + line)
+    return rows
+
+
+def spread(r: dict) -> float | None:
+    """(max - min) / median of a row's samples; None without samples."""
+    s = r.get("samples") or []
+    return (max(s) - min(s)) / r["value"] if len(s) > 1 and r["value"] else None
+
+
+def describe(rows: list[dict]) -> list[str]:
+    """One line per figure: kind, working set and level, threads, median, samples' range."""
     out = []
-    l2 = l2 or 512 * 1024
-    l3 = l3 or 16 * 1024**2
-    for t in thread_counts:
-        for kind in ("fma_f32", "bf16_dot"):
-            # ~1-2 ms per call, so the pool's dispatch per call is noise next to the arithmetic
-            call, flops, method = wrappers.peak(lib, "peak_" + kind, PEAK_ITERS_PER_CALL, t)
-            iters, best = _best_loop(call, target_ns)
-            value = flops[0] * iters / best  # flops per ns = GFLOP/s
-            out.append({"kind": kind, "threads": t, "level": None, "working_set_bytes": None, "value": value,
-                        "unit": "GFLOP/s", "method": lib.string(method[0]), "isa": lib.isa_active})
-            log(f"  {kind:9s} threads={t}: {value:8.1f} GFLOP/s ({lib.string(method[0])})")
-        dram = dram_bytes or max(DRAM_BYTES, 8 * l3)
-        sizes = [("L2", l2 // 2 * t), ("L3", l3 // 4), ("L3", l3 * 3 // 4), ("DRAM", dram)]
-        for level, ws in sizes:
-            buf = np.ones(ws // 4, dtype=np.float32)
-            iters, best = _best_loop(wrappers.read_bandwidth(lib, buf, t), target_ns)
-            value = ws * iters / best  # bytes per ns = GB/s
-            out.append({"kind": "read", "threads": t, "level": level, "working_set_bytes": ws, "value": value,
-                        "unit": "GB/s", "method": "streaming read, 8 accumulators", "isa": lib.isa_active})
-            log(f"  read {level:4s} {ws / 1024**2:8.2f} MiB threads={t}: {value:8.1f} GB/s")
-            del buf
+    order = {"fma_f32": 0, "bf16_dot": 1, "read": 2, "ort_node_dispatch": 3}
+    for r in sorted(rows, key=lambda r: (order.get(r["kind"], 9), r["threads"], r.get("working_set_bytes") or 0)):
+        ws = r.get("working_set_bytes")
+        where = f"{ws / 1024**2:9.3f} MiB {r['level'] or '':4s}" if ws else " " * 18
+        s = r.get("samples") or []
+        rng = (f"  [{min(s):.1f} .. {max(s):.1f}] over {len(s)}, spread {100 * spread(r):.1f}%"
+               if len(s) > 1 else "  (one figure)")
+        out.append(f"{r['kind']:17s} {where} threads={r['threads']}: {r['value']:8.1f} {r['unit']:7s}{rng}"
+                   + (f"  ({r['method']})" if r["kind"] != "read" and r.get("method") else ""))
     return out

@@ -14,6 +14,7 @@ from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
+from sqlalchemy import select
 
 from perfbench import SCHEMA_VERSION, ops
 from perfbench.compare import render, verdicts, views
@@ -52,7 +53,9 @@ def _cell(s, run_id, case_id, params, *, dtype="f32", threads=1, ours_status="ok
     return row
 
 
-def _store_run(url, suite="attention", case_id_override=None):
+def _store_run(url, suite="attention", case_id_override=None, dispatch=None, ort_share=None):
+    """dispatch: ORT per-node dispatch samples (ns) stored as the host's peak; ort_share: the
+    share of peak of ORT's side in the first cell."""
     store = Store(url)
     facts = HostFacts(hostname="host-a", cpu_model="Test CPU", cores=2, os_family="Linux")
     info = SimpleNamespace(build_id="b1", source_hash="src", compiler="cc", compiler_version="cc 1", flags=["-O2"],
@@ -81,6 +84,14 @@ def _store_run(url, suite="attention", case_id_override=None):
             _cell(s, run.id, case.case_id, dict(case.params), **kw)
         if case_id_override:
             _cell(s, run.id, case_id_override, {"heads": 1, "queries": 1, "keys": 3})
+        if dispatch:
+            repo.store_peaks(s, host, build, [{"kind": "ort_node_dispatch", "threads": 1, "level": None,
+                                               "working_set_bytes": None, "value": sorted(dispatch)[len(dispatch) // 2],
+                                               "samples": dispatch, "unit": "ns", "method": "test", "isa": ""}])
+        if ort_share is not None:
+            s.flush()
+            first = s.scalars(select(m.Measurement).where(m.Measurement.impl == "ort").order_by(m.Measurement.id)).first()
+            first.peak_share = ort_share
         run_id = run.id
     with store.session() as s:
         doc = views.document(repo.load_run(s, run_id))
@@ -145,7 +156,7 @@ def test_markdown_table_well_formed(doc):
     cell_rows = rows[: len(doc["cells"])]
     assert len(cell_rows) == len(doc["cells"])
     for line in cell_rows:
-        assert len(_md_split(line)) == 10
+        assert len(_md_split(line)) == 11
     assert "### perfbench run" in md and "suite attention" in md
     # the host class contains '|' itself: escaped in the heading line
     assert "Test CPU \\| 2 cores \\| Linux" in md
@@ -159,17 +170,18 @@ def test_markdown_escapes_case_ids_and_suite_names(evil_doc):
     evil_rows = [line for line in lines if "alert" in line]
     assert len(evil_rows) == 1
     cols = _md_split(evil_rows[0])
-    assert len(cols) == 10, evil_rows[0]
+    assert len(cols) == 11, evil_rows[0]
     # unescaping gives back the exact id
     assert re.sub(r"\\(.)", r"\1", cols[0].strip()) == EVIL_ID
     header = [line for line in lines if line.startswith("### ")][0]
     assert "att\\|ention" in header and "\\<script\\>" in header
     assert re.sub(r"\\(.)", r"\1", header).replace("\u200b", "").count(EVIL_SUITE) == 1
     assert "@octocat" not in md and "http://" not in md and " #12" not in md  # no mention, link, issue ref
-    # every row of both tables keeps its column count
-    for line in lines:
-        if line.startswith("|"):
-            assert len(_md_split(line)) == 10, line
+    # every row of both tables keeps its column count (cells 11, summary 10)
+    table_rows = [line for line in lines if line.startswith("|")]
+    split = next(i for i, line in enumerate(table_rows) if line.startswith("| op "))
+    for i, line in enumerate(table_rows):
+        assert len(_md_split(line)) == (11 if i < split else 10), line
 
 
 def test_csv_header_and_one_row_per_cell(doc):
@@ -242,3 +254,63 @@ def test_to_pyperf_refuses_a_run_without_times(doc, tmp_path):
             c[side]["replicates_ns"] = []
     with pytest.raises(ValueError):
         render.to_pyperf(doc, str(tmp_path / "none.json"))
+
+
+# ---- kernel-only ratio and the dispatch mark (issue 17, finding 1) ----
+
+def test_kernel_only_ratio_takes_dispatch_out_of_ort_time(tmp_path):
+    # ORT 1000 ns, dispatch 600 [550, 650]: kernel-only = 0.801 x 1000/400, CI shifted at the extremes
+    doc = _store_run(f"sqlite:///{tmp_path / 'k.db'}", dispatch=[550.0, 600.0, 650.0])
+    assert doc["dispatch"] == {"value": 600.0, "samples": [550.0, 600.0, 650.0]}
+    c = doc["cells"][0]
+    k = c["kernel_only"]
+    assert k["ratio"] == pytest.approx(c["ratio"] * c["ort"]["median_ns"] / (c["ort"]["median_ns"] - 600.0))
+    assert k["ci_low"] == pytest.approx(c["ci_low"] * c["ort"]["median_ns"] / (c["ort"]["median_ns"] - 550.0))
+    assert k["ci_high"] == pytest.approx(c["ci_high"] * c["ort"]["median_ns"] / (c["ort"]["median_ns"] - 650.0))
+    assert k["ci_low"] < k["ratio"] < k["ci_high"]
+    assert c["verdict"] == "win"  # the verdict stays on the as-run ratio
+    out = render.table(doc)
+    assert re.search(r"1\.0 µs†\s+0\.801 \[0\.799–0\.803\]\s+2\.\d+ \[", out)
+    note = re.sub(r"\s+", " ", out[out.index("† ORT's per-node dispatch"):])
+    assert "0.60 µs [0.55, 0.65] here" in note and "more than half of ORT's time in 3 cell(s)" in note
+    md = render.markdown(doc)
+    assert "1\\.0 µs†" in md and "† ORT's per-node dispatch" in md
+    row = next(csv.DictReader(io.StringIO(render.to_csv(doc))))
+    assert float(row["kernel_ratio"]) == pytest.approx(k["ratio"]) and float(row["ort_dispatch_share"]) == 0.6
+
+
+def test_kernel_only_is_na_when_ort_minus_dispatch_is_below_resolution(tmp_path):
+    doc = _store_run(f"sqlite:///{tmp_path / 'n.db'}", dispatch=[960.0, 990.0, 1000.0])
+    k = doc["cells"][0]["kernel_only"]
+    assert k["ratio"] is None and "at or below resolution" in k["note"]
+    assert re.search(r"0\.801 \[0\.799–0\.803\]\s+n/a\s+win", render.table(doc))
+
+
+def test_small_dispatch_marks_nothing(tmp_path):
+    doc = _store_run(f"sqlite:///{tmp_path / 's.db'}", dispatch=[150.0, 160.0, 170.0])
+    assert doc["cells"][0]["kernel_only"]["ratio"] == pytest.approx(doc["cells"][0]["ratio"] * 1000 / 840)
+    out = render.table(doc)
+    assert "†" not in out and "per-node dispatch (" not in out
+
+
+def test_without_a_dispatch_measured_kernel_only_is_blank(doc):
+    assert doc["dispatch"] is None and all(c["kernel_only"] is None for c in doc["cells"])
+
+
+# ---- shares over 100% are a mark on the ceiling (issue 17, finding 5) ----
+
+def test_share_over_one_is_marked_and_counted_never_a_status(tmp_path):
+    doc = _store_run(f"sqlite:///{tmp_path / 'o.db'}", ort_share=1.4)
+    assert [c["verdict"] for c in doc["cells"]] == ["win", "loss", "fail", "n/a", "win"]
+    assert render.over_shares(doc) == [1.4]
+    out = re.sub(r"\s+", " ", render.table(doc))
+    assert "↑ 1 measurement(s) (ours or ORT's) exceed 100% of their ceiling, up to 140%" in out
+    row = next(csv.DictReader(io.StringIO(render.to_csv(doc))))
+    assert float(row["ort_peak_share"]) == 1.4
+
+
+def test_ours_share_over_one_carries_the_mark_in_its_column(tmp_path):
+    doc = _store_run(f"sqlite:///{tmp_path / 'u.db'}")
+    doc["cells"][0]["ours"]["peak_share"] = 2.62
+    assert "262%↑" in render.fmt_tp(doc["cells"][0])
+    assert "50%↑" not in render.fmt_tp(doc["cells"][1])

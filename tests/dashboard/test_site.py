@@ -54,7 +54,13 @@ def site(store, env, tmp_path, cli_env):  # noqa: F811
         for kind, level, value, unit in (("fma_f32", None, 90.0, "GFLOP/s"), ("read", "L2", 80.0, "GB/s"),
                                          ("read", "DRAM", 13.0, "GB/s")):
             s.add(m.Peak(host_id=host.id, build_id=1, batch="b1", kind=kind, threads=1, level=level, value=value,
-                         unit=unit, measured_at=T0))
+                         unit=unit, measured_at=T0, working_set_bytes=None if level is None else
+                         {"L2": 2**20, "DRAM": 2**30}[level]))
+        # ORT's dispatch 600 ns of its ~1040 ns: every cell is marked; one ORT share over 100%
+        s.add(m.Peak(host_id=host.id, build_id=1, batch="b1", kind="ort_node_dispatch", threads=1, value=600.0,
+                     samples=[580.0, 600.0, 620.0], unit="ns", measured_at=T0))
+        o = cells[(32, 512)].side("ort")
+        o.throughput, o.throughput_unit, o.peak_share = 18.2, "GB/s", 1.4
         # an `ab` comparison (its head is an ab-head run of run 2's commit) flagging one cell
         head = add_run(s, env, minutes=21, origin="ab-head", sha=f"{1:040d}")
         cmp_ = m.Comparison(kind="ab", base_run_id=1, head_run_id=head, host_class_id=env.hc_id, base_ref="a",
@@ -140,6 +146,10 @@ def test_what_the_pages_show(site):
     assert '"n/a"' in soft and "1.25\u2020" not in soft  # below resolution is n/a, not FAIL
     assert "\u2020" in soft or "†" in soft  # substituted ORT dtype marked
     assert "\u2021" in soft or "‡" in soft  # ort-discrepancy marked
+    # issue 17: dispatch-heavy cells (½) with their kernel-only ratio; a share over 100% (↑)
+    assert re.search(r'"0\.80(\\u00bd|½)"', soft) and "kernel-only" in soft
+    assert re.search(r'"0\.80(\\u00bd|½)(\\u2191|↑)"', soft)
+    assert "↑ 1 measurement(s) of this op exceed 100% of their ceiling" in soft
     roof = (site / "roofline.html").read_text()
     assert "FMA f32 peak 90 GFLOP/s" in roof and "L2 read 80 GB/s" in roof and '"name":"ours f32"' in roof
     assert (site / "op-softmax-run2.html").exists() and "op-softmax-run2.html" in soft  # run selector

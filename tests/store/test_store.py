@@ -273,9 +273,9 @@ def test_ensure_build_is_idempotent(store):
 
 PEAKS_1 = [
     {"kind": "fma_f32", "threads": 1, "level": None, "working_set_bytes": None, "value": 50.0, "unit": "GFLOP/s",
-     "method": "fma chains", "isa": "avx2"},
+     "method": "fma chains", "isa": "avx2", "samples": [49.0, 50.0, 52.5]},
     {"kind": "read", "threads": 1, "level": "L2", "working_set_bytes": 262144.0, "value": 200.0, "unit": "GB/s",
-     "method": "sum", "isa": "avx2"},
+     "method": "sum", "isa": "avx2", "samples": None},
 ]
 PEAKS_2 = [
     {"kind": "fma_f32", "threads": 2, "level": None, "working_set_bytes": None, "value": 99.5, "unit": "GFLOP/s",
@@ -288,7 +288,7 @@ PEAKS_2 = [
 
 
 def _strip(rows):
-    return sorted(({k: v for k, v in r.items() if k != "measured_at"} for r in rows),
+    return sorted(({"samples": None, **{k: v for k, v in r.items() if k != "measured_at"}} for r in rows),
                   key=lambda r: (r["kind"], r["threads"], r["level"] or ""))
 
 

@@ -53,7 +53,9 @@ static void read_range(void *ctx, int64_t t0, int64_t t1) {
     int64_t floats = c->a->bytes / 4;
     for (int64_t t = t0; t < t1; t++) {
         int64_t from = floats * t / T, to = floats * (t + 1) / T;
-        c->a->sink[t] = c->uk((const float *)c->a->buf + from, (to - from) * 4);
+        float s = 0.0f;
+        for (int64_t k = 0; k < c->a->passes; k++) s += c->uk((const float *)c->a->buf + from, (to - from) * 4);
+        c->a->sink[t] = s;
     }
 }
 
@@ -62,8 +64,8 @@ int pb_read_bandwidth(const void *args) {
     CHECK(pb_check_args(args, k));
     const pb_read_args *a = (const pb_read_args *)args;
     CHECK(pb_check_exec(&a->exec, k));
-    if (a->buf == NULL || a->sink == NULL || a->bytes < 4)
-        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: buf, sink (one float per thread) and bytes >= 4 required", k);
+    if (a->buf == NULL || a->sink == NULL || a->bytes < 4 || a->passes < 1)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: buf, sink (one float per thread), bytes >= 4 and passes >= 1 required", k);
     read_ctx c = {pb_active_isa()->read_sum, a};
     return pb_parallel_for(a->exec.num_threads, a->exec.num_threads, read_range, &c);
 }
