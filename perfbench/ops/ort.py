@@ -69,6 +69,37 @@ def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_nam
     return model.SerializeToString()
 
 
+def floor_graph(spec: GraphSpec) -> GraphSpec:
+    """The cold-cell floor of a graph: the same inputs and outputs (names, element types, count),
+    each of shape (1,), every output an Identity of an input of its type (or a Cast of input 0).
+    Bound to it, a run pays ORT's per-input and per-output cost of the cell's graph with next to
+    no kernel work. Inputs no output needs stay graph inputs, bound like the cell's."""
+    ins = [(n, t, (1,)) for n, t, _ in spec.inputs if n]
+    outs = [(o[0], (1,), o[2] if len(o) > 2 else "float") for o in spec.outputs if o[0]]
+    return GraphSpec("Identity", "", 13, ins, outs)
+
+
+def build_floor_model(floor: GraphSpec, dtype: dtypes.DType) -> bytes:
+    """floor_graph's model, named the way Bound binds one copy (`<name>__0`)."""
+    def elem(t):
+        return dtype.onnx if t == "float" else _ELEM[t]
+
+    g_in = [helper.make_tensor_value_info(f"{n}__0", elem(t), [1]) for n, t, _ in floor.inputs]
+    nodes, g_out = [], []
+    for j, (name, _, t) in enumerate(floor.outputs):
+        src = next((n for n, ti, _ in floor.inputs if ti == t), None)
+        if src is not None:
+            nodes.append(helper.make_node("Identity", [f"{src}__0"], [f"{name}__0"], name=f"floor{j}"))
+        else:
+            nodes.append(helper.make_node("Cast", [f"{floor.inputs[0][0]}__0"], [f"{name}__0"], name=f"floor{j}",
+                                          to=elem(t)))
+        g_out.append(helper.make_tensor_value_info(f"{name}__0", elem(t), [1]))
+    model = helper.make_model(helper.make_graph(nodes, "floor", g_in, g_out),
+                              opset_imports=[helper.make_opsetid("", 13)], producer_name="perfbench")
+    model.ir_version = IR_VERSION
+    return model.SerializeToString()
+
+
 def session_options(threads: int, spin: str, profile_dir: str | None = None) -> ort.SessionOptions:
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads

@@ -39,7 +39,7 @@ from perfbench import ops as ops_pkg
 from perfbench.errors import NativeError, UsageError
 from perfbench.kernels_ffi import EvictBuffer, wrappers
 from perfbench.ops import ort as ortlib
-from perfbench.ops.base import GraphSpec
+from perfbench.ops.base import ELEM_TYPES, GraphSpec
 from perfbench.timing.caches import last_level_bytes, sysfs_last_level_bytes
 
 SPIN_ON_US = 100  # our pool's spin time under the "on" policy
@@ -168,11 +168,19 @@ class Harness:
             self._floors[key] = min(_time_once(bound) for _ in range(200))
         return self._floors[key]
 
-    def ort_cold_floor(self, spec: CellSpec) -> float:
-        """ORT's harness floor for cold cells: the Identity graph run cold, the way cells are."""
-        key = ("ort-cold", spec.threads, spec.spin, spec.evict_bytes)
+    def ort_cold_floor(self, spec: CellSpec, graph: GraphSpec | None = None, ort_dt=None) -> float:
+        """ORT's harness floor for cold cells: a graph with the cell's inputs and outputs (count
+        and element types, each of one element; ortlib.floor_graph) run cold, the way cells are.
+        Without `graph`: the 1-input Identity graph (the floor before issue 17, which left ORT's
+        cold per-input cost of a many-input op in its time)."""
+        if graph is None:
+            sig = None
+        else:
+            sig = (tuple(t for n, t, _ in graph.inputs if n),
+                   tuple(o[2] if len(o) > 2 else "float" for o in graph.outputs if o[0]), ort_dt.name)
+        key = ("ort-cold", spec.threads, spec.spin, spec.evict_bytes, sig)
         if key not in self._floors:
-            bound = self._identity(spec)
+            bound = self._identity(spec) if graph is None else self._floor_session(spec, graph, ort_dt)
             bound.run()
             ev = self.evict_buffer(spec)
             ts = []
@@ -181,6 +189,17 @@ class Harness:
                 ts.append(_time_once(bound))
             self._floors[key] = float(np.median(ts))
         return self._floors[key]
+
+    @staticmethod
+    def _floor_session(spec: CellSpec, graph: GraphSpec, ort_dt) -> "ortlib.Bound":
+        floor = ortlib.floor_graph(graph)
+
+        def arr(t):
+            return np.ones(1, ort_dt.numpy if t == "float" else ELEM_TYPES[t])
+
+        sess = ortlib.make_session(ortlib.build_floor_model(floor, ort_dt), spec.threads, spec.spin)
+        return ortlib.Bound(sess, floor, 1, {n: arr(t) for n, t, _ in floor.inputs},
+                            {o[0]: arr(o[2]) for o in floor.outputs})
 
     # ---- one cell ----
     def measure(self, spec: CellSpec) -> CellOutcome:
@@ -467,7 +486,7 @@ class Harness:
         self.progress("harness: cold floors")
         floors = {label: self.ours_cold_floor(spec, lib) for label, lib in libs.items()}
         with ort_side():
-            ort_floor = self.ort_cold_floor(spec)
+            ort_floor = self.ort_cold_floor(spec, graph, ort_dt)
         for label, o in outs.items():
             o.ours_floor_ns, o.ort_floor_ns = floors[label], ort_floor
         calls_n = None
