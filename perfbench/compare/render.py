@@ -20,7 +20,8 @@ LEGEND = (
     "calibrated between-run spread sigma_b are in the standard error, Welch-Satterthwaite dof). "
     "Verdict: win = whole CI < 1, loss = whole CI > 1, undecided = otherwise, fail = our numerics or run "
     "failed, n/a = no ratio. kernel-only = the ratio with ORT's measured per-node dispatch taken out of "
-    "ORT's time (the verdict stays on the as-run ratio: inside a graph ORT pays that dispatch for every node). "
+    "ORT's time; vs ORT f32 = an f16/bf16 cell against ORT's f32 kernel (the run's f32 twin cell, or the as-run "
+    "ratio where ORT was substituted) (the verdict stays on the as-run ratio: inside a graph ORT pays that dispatch for every node). "
     "%peak = share of this host's measured ceiling: the read bandwidth probed at the cell's own working set and "
     "thread count, or the f32 FMA peak (`perfbench peaks`)."
 )
@@ -56,6 +57,20 @@ def fmt_kernel(c: dict) -> str:
     if k["ratio"] is None:
         return "n/a"
     return f"{k['ratio']:.3f} [{k['ci_low']:.3f}–{k['ci_high']:.3f}]"
+
+
+def fmt_vs_f32(c: dict) -> str:
+    v = c.get("vs_ort_f32")
+    if not v:
+        return "-"
+    if v["ratio"] is None:
+        return "n/a"
+    return f"{v['ratio']:.3f} [{v['ci_low']:.3f}–{v['ci_high']:.3f}]"
+
+
+def fmt_by_path(s: dict) -> str:
+    """fast_1 split by ORT path: 'kernel 80% casts 100%'."""
+    return " ".join(f"{p} {100 * f:.0f}%" for p, f in (s.get("fast_1_by_path") or {}).items()) or "-"
 
 
 def dispatch_marked(c: dict) -> bool:
@@ -134,7 +149,7 @@ def table(doc: dict, color: bool = False) -> str:
     cells = doc["cells"]
     if not cells:
         return "(no cells)"
-    headers = ["case", "dtype", "thr", "ours", "ORT", "ours/ORT [95% CI]", "kernel-only", "verdict",
+    headers = ["case", "dtype", "thr", "ours", "ORT", "ours/ORT [95% CI]", "kernel-only", "vs ORT f32", "verdict",
                "ours throughput", "numerics err≤tol", "ORT path"]
     by_op: dict = {}
     for c in cells:
@@ -149,25 +164,26 @@ def table(doc: dict, color: bool = False) -> str:
             ext += "" if c["spin"] == "off" else " spin"
             rows.append([short_case(c["case_id"], c["op"], c["params"]) + ext, c["dtype"], str(c["threads"]),
                          fmt_ns((c["ours"] or {}).get("median_ns")), fmt_ns(ort_ns) + mark, fmt_ratio(c),
-                         fmt_kernel(c), status_of(c), fmt_tp(c), fmt_numerics(c), fmt_ort_path(c)])
+                         fmt_kernel(c), fmt_vs_f32(c), status_of(c), fmt_tp(c), fmt_numerics(c), fmt_ort_path(c)])
         out.append(f"{op_name}")
         out.append(grid(headers, rows, color))
         out.append("")
     # summaries
     out.append("summary (fast_1 = share of cells where ours is ok and faster; failures count against it)")
-    sh = ["op", "dtype", "thr", "cells", "fast_1", "win", "loss", "undecided", "fail", "n/a", "geomean ours/ORT"]
+    sh = ["op", "dtype", "thr", "cells", "fast_1", "by ORT path", "win", "loss", "undecided", "fail", "n/a",
+          "geomean ours/ORT"]
     srows = []
     for s in doc["summary"]:
         k = s["counts"]
         srows.append([s["op"] + ("" if s["cache"] == "warm" else " cold") + ("" if s["spin"] == "off" else " spin"),
                       s["dtype"], str(s["threads"]), str(s["cells"]),
-                      "-" if s["fast_1"] is None else f"{100 * s['fast_1']:.0f}%",
+                      "-" if s["fast_1"] is None else f"{100 * s['fast_1']:.0f}%", fmt_by_path(s),
                       str(k["win"]), str(k["loss"]), str(k["undecided"]), str(k["fail"]), str(k["n/a"]),
                       "-" if s["geomean_ratio"] is None else f"{s['geomean_ratio']:.3f}"])
     out.append(grid(sh, srows, color))
     o = doc.get("overall") or {}
     if o.get("fast_1") is not None:
-        out.append(f"overall: fast_1 {100 * o['fast_1']:.0f}% of {o['due']} cells due; "
+        out.append(f"overall: fast_1 {100 * o['fast_1']:.0f}% of {o['due']} cells due ({fmt_by_path(o)}); "
                    + ", ".join(f"{k} {v}" for k, v in o["counts"].items() if v))
     out.append("")
     out.append(_wrap(LEGEND))
@@ -180,7 +196,7 @@ def table(doc: dict, color: bool = False) -> str:
 def _wrap(text: str, width: int = 110) -> str:
     import textwrap
 
-    return "\n".join(textwrap.wrap(text, width))
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False))
 
 
 def grid(headers: list, rows: list, color: bool = False) -> str:
@@ -211,21 +227,21 @@ def markdown(doc: dict) -> str:
              + (", partial" if r["partial"] else "") + ")", "",
              f"Host class: {_md_escape(r['host_class'])} · ORT {_md_escape(r['ort_version'])} · commit "
              f"{_md_escape((r['git_sha'] or 'unknown')[:12])}{' (dirty)' if r['dirty'] else ''}", "",
-             "| case | dtype | threads | ours | ORT | ours/ORT [95% CI] | kernel-only | verdict | ours throughput | "
-             "numerics | ORT path |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| case | dtype | threads | ours | ORT | ours/ORT [95% CI] | kernel-only | vs ORT f32 | verdict | "
+             "ours throughput | numerics | ORT path |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in doc["cells"]:
         lines.append("| " + " | ".join(_md_escape(x) for x in [
             c["case_id"], c["dtype"], str(c["threads"]), fmt_ns((c["ours"] or {}).get("median_ns")),
             fmt_ns((c["ort"] or {}).get("median_ns")) + ("†" if dispatch_marked(c) else ""), fmt_ratio(c),
-            fmt_kernel(c), status_of(c), fmt_tp(c), fmt_numerics(c), fmt_ort_path(c)]) + " |")
-    lines += ["", "| op | dtype | threads | fast_1 | win | loss | undecided | fail | n/a | geomean |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+            fmt_kernel(c), fmt_vs_f32(c), status_of(c), fmt_tp(c), fmt_numerics(c), fmt_ort_path(c)]) + " |")
+    lines += ["", "| op | dtype | threads | fast_1 | by ORT path | win | loss | undecided | fail | n/a | geomean |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in doc["summary"]:
         k = s["counts"]
         lines.append(f"| {_md_escape(s['op'])} | {_md_escape(s['dtype'])} | {s['threads']} | "
                      + ("-" if s["fast_1"] is None else f"{100 * s['fast_1']:.0f}%")
-                     + f" | {k['win']} | {k['loss']} | {k['undecided']} | {k['fail']} | {k['n/a']} | "
+                     + f" | {fmt_by_path(s)} | {k['win']} | {k['loss']} | {k['undecided']} | {k['fail']} | {k['n/a']} | "
                      + ("-" if s["geomean_ratio"] is None else f"{s['geomean_ratio']:.3f}") + " |")
     lines += ["", LEGEND] + ["\n" + n for n in (dispatch_note(doc), ceiling_note(doc)) if n]  # ours, not data
     return "\n".join(lines) + "\n"
@@ -234,7 +250,8 @@ def markdown(doc: dict) -> str:
 CSV_FIELDS = ["run_id", "case_id", "op", "dtype", "threads", "device", "cache", "spin", "verdict", "ratio", "ci_low",
               "ci_high", "n", "ours_status", "ours_median_ns", "ort_status", "ort_median_ns", "ort_dtype", "ort_path",
               "ours_throughput", "ort_throughput", "throughput_unit", "ours_peak_share", "ort_peak_share", "level",
-              "kernel_ratio", "kernel_ci_low", "kernel_ci_high", "ort_dispatch_share", "err_ours",
+              "kernel_ratio", "kernel_ci_low", "kernel_ci_high", "ort_dispatch_share", "vs_ort_f32_ratio",
+              "vs_ort_f32_ci_low", "vs_ort_f32_ci_high", "err_ours",
               "err_ort", "err_ours_vs_ort", "tol", "timing_hash"]
 
 
@@ -243,7 +260,7 @@ def to_csv(doc: dict) -> str:
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
     w.writeheader()
     for c in doc["cells"]:
-        o, t, k = c["ours"] or {}, c["ort"] or {}, c.get("kernel_only") or {}
+        o, t, k, f = c["ours"] or {}, c["ort"] or {}, c.get("kernel_only") or {}, c.get("vs_ort_f32") or {}
         w.writerow({
             "run_id": doc["run"]["id"], "case_id": c["case_id"], "op": c["op"], "dtype": c["dtype"],
             "threads": c["threads"], "device": c["device"], "cache": c["cache"], "spin": c["spin"],
@@ -254,6 +271,7 @@ def to_csv(doc: dict) -> str:
             "throughput_unit": o.get("unit"), "ours_peak_share": o.get("peak_share"), "ort_peak_share": t.get("peak_share"),
             "level": c["work"]["level"], "kernel_ratio": k.get("ratio"), "kernel_ci_low": k.get("ci_low"),
             "kernel_ci_high": k.get("ci_high"), "ort_dispatch_share": k.get("dispatch_share"),
+            "vs_ort_f32_ratio": f.get("ratio"), "vs_ort_f32_ci_low": f.get("ci_low"), "vs_ort_f32_ci_high": f.get("ci_high"),
             "err_ours": c["numerics"]["err_ours"], "err_ort": c["numerics"]["err_ort"],
             "err_ours_vs_ort": c["numerics"]["err_ours_vs_ort"], "tol": c["numerics"]["tol"],
             "timing_hash": c["timing_hash"],

@@ -61,9 +61,32 @@ SUMMARY_KEYS = ("op", "dtype", "threads", "cache", "spin")
 REGION_KEYS = ("op", "dtype", "threads")  # a region (fast_1 score, dashboard overview)
 
 
+ORT_PATHS = ("kernel", "casts", "function", "substituted")
+
+
+def path_of(c: dict) -> str | None:
+    """Which ORT path a cell's ratio is against: kernel (ORT's own kernel in the cell's dtype),
+    casts (Casts inserted around it), function (the op expanded into its ONNX function body),
+    substituted (ORT's kernel in the op's declared substitute dtype, e.g. f32 for bf16); None
+    where ORT ran nothing."""
+    p = c["ort_path"] if "ort_path" in c else (c.get("ort") or {}).get("path")
+    return p if p in ORT_PATHS else None
+
+
+def fast_1_by_path(cells: list[dict]) -> dict:
+    """fast_1 of the cells against each ORT path present (due cells only; path order fixed)."""
+    out = {}
+    for p in ORT_PATHS:
+        objs = [_V(c["verdict"], c["ratio"]) for c in cells if path_of(c) == p]
+        f = verdicts.fast_1(objs)
+        if f is not None:
+            out[p] = f
+    return out
+
+
 def summaries(cells: list[dict], by: tuple = SUMMARY_KEYS) -> list[dict]:
     """Per group of cells (default op x dtype x threads x cache x spin; `by` names other keys), in
-    order of first appearance: fast_1, verdict counts, geometric-mean ratio."""
+    order of first appearance: fast_1 (and split by ORT path), verdict counts, geometric-mean ratio."""
     groups: OrderedDict = OrderedDict()
     for c in cells:
         groups.setdefault(tuple(c[k] for k in by), []).append(c)
@@ -71,10 +94,52 @@ def summaries(cells: list[dict], by: tuple = SUMMARY_KEYS) -> list[dict]:
     for key, cs in groups.items():
         objs = [_V(c["verdict"], c["ratio"]) for c in cs]
         out.append({**dict(zip(by, key)),
-                    "fast_1": verdicts.fast_1(objs), "counts": verdicts.counts(objs),
+                    "fast_1": verdicts.fast_1(objs), "fast_1_by_path": fast_1_by_path(cs),
+                    "counts": verdicts.counts(objs),
                     "geomean_ratio": verdicts.geomean(c["ratio"] for c in cs if c["verdict"] != "fail"),
                     "cells": len(cs)})
     return out
+
+
+def vs_ort_f32(cells: list[dict]) -> None:
+    """Per f16/bf16 cell, "vs_ort_f32": our time against ORT's f32 kernel. A substituted cell
+    is already timed against it (its as-run ratio). Otherwise the run's f32 twin (same case,
+    threads, device, cache, spin) supplies ORT's f32 replicates, on values of the same
+    distribution, not the same bytes: exp(mean log ours - mean log ORT f32) with a Welch
+    interval whose variance adds both sides' between-cell spreads (the stated defaults: the two
+    were timed apart, in the same run). None: an f32 cell; ratio None: no timed twin."""
+    from scipy import stats as _st
+
+    from perfbench import stats
+    from perfbench.compare import change
+
+    f32 = {(c["case_id"], c["threads"], c["device"], c["cache"], c["spin"]): c for c in cells if c["dtype"] == "f32"}
+    s_ours, dof_ours, _ = change.sigma_prior(None, "ours")
+    s_ort, dof_ort, _ = change.sigma_prior(None, "ort")
+    for c in cells:
+        if c["dtype"] == "f32" or c["numerics_only"]:
+            c["vs_ort_f32"] = None
+            continue
+        if path_of(c) == "substituted":
+            c["vs_ort_f32"] = {"ratio": c["ratio"], "ci_low": c["ci_low"], "ci_high": c["ci_high"],
+                               "method": "as-run (ORT ran its f32 kernel)", "ort_path": "kernel"}
+            continue
+        twin = f32.get((c["case_id"], c["threads"], c["device"], c["cache"], c["spin"]))
+        ours = (c["ours"] or {}).get("replicates_ns") or []
+        theirs = ((twin or {}).get("ort") or {}).get("replicates_ns") or []
+        ok = (c["ours"] or {}).get("status") == "ok" and twin is not None and \
+            (twin["ort"] or {}).get("status") in ("ok", "ort-discrepancy")
+        if not ok or len(ours) < 2 or len(theirs) < 2 or min(ours + theirs) <= 0:
+            c["vs_ort_f32"] = {"ratio": None, "ci_low": None, "ci_high": None,
+                               "method": "no timed f32 twin in this run", "ort_path": None}
+            continue
+        d, se_w, dof_w = stats.unpaired_log_change(theirs, ours)
+        v = s_ours**2 + s_ort**2
+        dof = stats.ws_dof(se_w**2, dof_w, v, stats.ws_dof(s_ours**2, dof_ours, s_ort**2, dof_ort))
+        half = float(_st.t.ppf(0.975, dof)) * math.sqrt(se_w**2 + v)
+        c["vs_ort_f32"] = {"ratio": math.exp(d), "ci_low": math.exp(d - half), "ci_high": math.exp(d + half),
+                           "method": "f32 twin cell of this run (Welch, between-cell defaults folded in)",
+                           "ort_path": (twin["ort"] or {}).get("path")}
 
 
 def finite(v):
@@ -95,7 +160,7 @@ class _V:
 
 def overall(cells: list[dict]) -> dict:
     objs = [_V(c["verdict"], c["ratio"]) for c in cells]
-    return {"fast_1": verdicts.fast_1(objs), "counts": verdicts.counts(objs),
+    return {"fast_1": verdicts.fast_1(objs), "fast_1_by_path": fast_1_by_path(cells), "counts": verdicts.counts(objs),
             "due": sum(1 for c in cells if c["verdict"] != "n/a")}
 
 
@@ -118,6 +183,7 @@ def dispatch_of(run) -> dict | None:
 def document(run) -> dict:
     dispatch = dispatch_of(run)
     cells = [cell_view(c, dispatch) for c in sorted(run.cells, key=lambda c: c.id)]
+    vs_ort_f32(cells)
     return {"schema_version": SCHEMA_VERSION, "run": run_view(run), "dispatch": dispatch, "cells": cells,
             "summary": summaries(cells), "overall": overall(cells)}
 

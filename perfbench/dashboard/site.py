@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from perfbench.compare import verdicts, views
-from perfbench.compare.render import fmt_ns
+from perfbench.compare.render import fmt_by_path, fmt_ns
 from perfbench.dashboard import figures as fig
 from perfbench.dashboard.data import latest_full, short
 from perfbench.dashboard.figures import esc
@@ -122,7 +122,9 @@ def _run_line(r: dict) -> str:
 def overview(host: dict, latest: dict) -> Page:
     p = Page(f"perfbench: ours vs ONNX Runtime on {host['key']}")
     p.add(f'<p class="note">Ratios are ours/ORT (below 1: we are faster). fast_1 = cells where ours is correct and '
-          f"faster than ORT / all cells due (failures count as slow, n/a excluded). {len(host['tickets'])} open "
+          f"faster than ORT / all cells due (failures count as slow, n/a excluded); by ORT path: the same over the cells "
+          f"against ORT's own kernel, its kernel with Casts inserted, its ONNX function body, or its kernel in a "
+          f"substitute dtype (f32 for bf16). {len(host['tickets'])} open "
           f'ticket(s): <a href="tickets.html">the work queue</a>.</p>')
     for sname, r in sorted(latest.items()):
         regions = sorted(views.summaries(r["cells"], by=views.REGION_KEYS),
@@ -131,13 +133,15 @@ def overview(host: dict, latest: dict) -> Page:
         for t in host["tickets"]:
             tickets[(t["op"], t["dtype"], t["threads"])] += 1
         p.add(f"<h2>Suite {esc(sname)}</h2><p class=note>latest: {_run_line(r)}</p>")
-        rows = ["<tr><th class=l>op</th><th>dtype</th><th>threads</th><th>fast_1</th><th>win</th><th>loss</th>"
+        rows = ["<tr><th class=l>op</th><th>dtype</th><th>threads</th><th>fast_1</th><th>by ORT path</th><th>win</th>"
+                "<th>loss</th>"
                 "<th>undecided</th><th>fail</th><th>n/a</th><th>geomean ours/ORT</th><th>open tickets</th></tr>"]
         for g in regions:
             c = g["counts"]
             f1 = "-" if g["fast_1"] is None else f"{100 * g['fast_1']:.0f}%"
             rows.append(f"<tr><td class=l><a href=\"op-{slug(g['op'])}.html\">{esc(g['op'])}</a></td>"
-                        f"<td>{esc(g['dtype'])}</td><td>{esc(g['threads'])}</td><td>{f1}</td><td class=win>{c['win']}</td>"
+                        f"<td>{esc(g['dtype'])}</td><td>{esc(g['threads'])}</td><td>{f1}</td>"
+                        f"<td>{esc(fmt_by_path(g))}</td><td class=win>{c['win']}</td>"
                         f"<td class=loss>{c['loss']}</td><td>{c['undecided']}</td><td>{c['fail']}</td><td>{c['n/a']}</td>"
                         f"<td>{_fmt_ratio(g['geomean_ratio'])}</td><td>{tickets[(g['op'], g['dtype'], g['threads'])]}</td></tr>")
         p.add("<table>" + "".join(rows) + "</table>")

@@ -1,4 +1,5 @@
-"""fast_1 per region (op / dtype / threads) over a suite's history (CONTRACTS §2)."""
+"""fast_1 per region (op / dtype / threads), split by the ORT path the cells were against
+(kernel / casts / function / substituted), over a suite's history (CONTRACTS §2)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,20 @@ def history(s, suite: str, host_class_id: int | None, last: int) -> dict:
     if host_class_id is not None:
         q = q.where(m.Run.host_class_id == host_class_id)
     runs = list(reversed(s.scalars(q.order_by(m.Run.started_at.desc(), m.Run.id.desc()).limit(last)).all()))
-    regions: dict = {}  # (op, dtype, threads) -> per run: its summary or None
+    regions: dict = {}  # (op, dtype, threads, ORT path) -> per run: its summary or None
     for i, r in enumerate(runs):
-        cells = [{"op": c.case.op, "dtype": c.dtype, "threads": c.threads, "verdict": c.verdict, "ratio": c.ratio}
-                 for c in r.cells]
-        for g in views.summaries(cells, by=views.REGION_KEYS):
-            regions.setdefault((g["op"], g["dtype"], g["threads"]), [None] * len(runs))[i] = g
+        cells = []
+        for c in r.cells:
+            ort = c.side("ort")
+            row = {"op": c.case.op, "dtype": c.dtype, "threads": c.threads, "verdict": c.verdict, "ratio": c.ratio,
+                   "ort_path": ort.path if ort else None}
+            row["path"] = views.path_of(row) or "-"
+            cells.append(row)
+        for g in views.summaries(cells, by=views.REGION_KEYS + ("path",)):
+            regions.setdefault((g["op"], g["dtype"], g["threads"], g["path"]), [None] * len(runs))[i] = g
     out = []
-    for (op, dt, th), per_run in sorted(regions.items()):
-        out.append({"op": op, "dtype": dt, "threads": th,
+    for (op, dt, th, path), per_run in sorted(regions.items()):
+        out.append({"op": op, "dtype": dt, "threads": th, "ort_path": path,
                     "fast_1": [g["fast_1"] if g else None for g in per_run],
                     "cells": [g["cells"] if g else 0 for g in per_run]})
     return {"suite": suite, "runs": [{"id": r.id, "git_sha": r.git_sha, "started_at": r.started_at.isoformat()}
@@ -33,10 +39,13 @@ def history(s, suite: str, host_class_id: int | None, last: int) -> dict:
 
 
 def table(doc: dict) -> str:
-    heads = ["op", "dtype", "thr"] + [f"run {r['id']}" + (f" {r['git_sha'][:7]}" if r["git_sha"] else "")
+    heads = ["op", "dtype", "thr", "ORT path"] + [f"run {r['id']}" + (f" {r['git_sha'][:7]}" if r["git_sha"] else "")
                                       for r in doc["runs"]]
     rows = []
     for g in doc["regions"]:
-        rows.append([g["op"], g["dtype"], str(g["threads"])]
+        rows.append([g["op"], g["dtype"], str(g["threads"]), g["ort_path"]]
                     + ["-" if f is None else f"{100 * f:.0f}%" for f in g["fast_1"]])
-    return grid(heads, rows) + "\n\nfast_1 = cells where ours is correct and faster than ORT / all cells due (n/a excluded)"
+    return grid(heads, rows) + ("\n\nfast_1 = cells where ours is correct and faster than ORT / all cells due (n/a "
+                                "excluded), per ORT path: kernel (ORT's own kernel in the dtype), casts (Casts "
+                                "inserted around it), function (its ONNX function body), substituted (ORT's kernel "
+                                "in the substitute dtype, e.g. f32 for bf16)")

@@ -53,9 +53,10 @@ def _cell(s, run_id, case_id, params, *, dtype="f32", threads=1, ours_status="ok
     return row
 
 
-def _store_run(url, suite="attention", case_id_override=None, dispatch=None, ort_share=None):
+def _store_run(url, suite="attention", case_id_override=None, dispatch=None, ort_share=None, f16=False):
     """dispatch: ORT per-node dispatch samples (ns) stored as the host's peak; ort_share: the
-    share of peak of ORT's side in the first cell."""
+    share of peak of ORT's side in the first cell; f16: add f16 cells (ORT with Casts) of the
+    keys=1024 case (its f32 twin timed) and of keys=2048 (no twin)."""
     store = Store(url)
     facts = HostFacts(hostname="host-a", cpu_model="Test CPU", cores=2, os_family="Linux")
     info = SimpleNamespace(build_id="b1", source_hash="src", compiler="cc", compiler_version="cc 1", flags=["-O2"],
@@ -84,6 +85,11 @@ def _store_run(url, suite="attention", case_id_override=None, dispatch=None, ort
             _cell(s, run.id, case.case_id, dict(case.params), **kw)
         if case_id_override:
             _cell(s, run.id, case_id_override, {"heads": 1, "queries": 1, "keys": 3})
+        if f16:
+            for keys in (1024, 2048):
+                case = sm.make_case({"heads": 32, "queries": 1, "keys": keys})
+                _cell(s, run.id, case.case_id, dict(case.params), dtype="f16", ort_path="casts",
+                      ort=[2 * x for x in ORT])
         if dispatch:
             repo.store_peaks(s, host, build, [{"kind": "ort_node_dispatch", "threads": 1, "level": None,
                                                "working_set_bytes": None, "value": sorted(dispatch)[len(dispatch) // 2],
@@ -156,7 +162,7 @@ def test_markdown_table_well_formed(doc):
     cell_rows = rows[: len(doc["cells"])]
     assert len(cell_rows) == len(doc["cells"])
     for line in cell_rows:
-        assert len(_md_split(line)) == 11
+        assert len(_md_split(line)) == 12
     assert "### perfbench run" in md and "suite attention" in md
     # the host class contains '|' itself: escaped in the heading line
     assert "Test CPU \\| 2 cores \\| Linux" in md
@@ -170,18 +176,18 @@ def test_markdown_escapes_case_ids_and_suite_names(evil_doc):
     evil_rows = [line for line in lines if "alert" in line]
     assert len(evil_rows) == 1
     cols = _md_split(evil_rows[0])
-    assert len(cols) == 11, evil_rows[0]
+    assert len(cols) == 12, evil_rows[0]
     # unescaping gives back the exact id
     assert re.sub(r"\\(.)", r"\1", cols[0].strip()) == EVIL_ID
     header = [line for line in lines if line.startswith("### ")][0]
     assert "att\\|ention" in header and "\\<script\\>" in header
     assert re.sub(r"\\(.)", r"\1", header).replace("\u200b", "").count(EVIL_SUITE) == 1
     assert "@octocat" not in md and "http://" not in md and " #12" not in md  # no mention, link, issue ref
-    # every row of both tables keeps its column count (cells 11, summary 10)
+    # every row of both tables keeps its column count (cells 12, summary 11)
     table_rows = [line for line in lines if line.startswith("|")]
     split = next(i for i, line in enumerate(table_rows) if line.startswith("| op "))
     for i, line in enumerate(table_rows):
-        assert len(_md_split(line)) == (11 if i < split else 10), line
+        assert len(_md_split(line)) == (12 if i < split else 11), line
 
 
 def test_csv_header_and_one_row_per_cell(doc):
@@ -283,7 +289,7 @@ def test_kernel_only_is_na_when_ort_minus_dispatch_is_below_resolution(tmp_path)
     doc = _store_run(f"sqlite:///{tmp_path / 'n.db'}", dispatch=[960.0, 990.0, 1000.0])
     k = doc["cells"][0]["kernel_only"]
     assert k["ratio"] is None and "at or below resolution" in k["note"]
-    assert re.search(r"0\.801 \[0\.799–0\.803\]\s+n/a\s+win", render.table(doc))
+    assert re.search(r"0\.801 \[0\.799–0\.803\]\s+n/a\s+-\s+win", render.table(doc))
 
 
 def test_small_dispatch_marks_nothing(tmp_path):
@@ -314,3 +320,36 @@ def test_ours_share_over_one_carries_the_mark_in_its_column(tmp_path):
     doc["cells"][0]["ours"]["peak_share"] = 2.62
     assert "262%↑" in render.fmt_tp(doc["cells"][0])
     assert "50%↑" not in render.fmt_tp(doc["cells"][1])
+
+
+# ---- which ORT path a win is against (issue 17, finding 2) ----
+
+def test_vs_ort_f32_from_the_twin_cell_or_the_substituted_ratio(tmp_path):
+    doc = _store_run(f"sqlite:///{tmp_path / 'f.db'}", f16=True)
+    by = {(c["params"]["keys"], c["dtype"]): c for c in doc["cells"]}
+    f16 = by[(1024, "f16")]
+    assert f16["ratio"] == pytest.approx(0.4, rel=0.01)  # against ORT's Cast-wrapped f16 (twice f32's time)
+    v = f16["vs_ort_f32"]
+    assert v["ratio"] == pytest.approx(0.8, rel=0.01) and v["ort_path"] == "kernel"  # against ORT f32's 1000 ns
+    assert v["ci_low"] < 0.8 < v["ci_high"] and v["ci_high"] / v["ci_low"] > 1.2  # between-cell spreads folded in
+    assert by[(2048, "f16")]["vs_ort_f32"]["ratio"] is None
+    sub = by[(512, "bf16")]["vs_ort_f32"]
+    assert sub["ratio"] == by[(512, "bf16")]["ratio"] and "as-run" in sub["method"]
+    assert by[(128, "f32")]["vs_ort_f32"] is None
+    out = render.table(doc)
+    assert re.search(r"0\.4\d\d \[[\d.]+–[\d.]+\]\s+-\s+0\.8\d\d \[", out)
+    row = [r for r in csv.DictReader(io.StringIO(render.to_csv(doc))) if r["dtype"] == "f16"][0]
+    assert float(row["vs_ort_f32_ratio"]) == pytest.approx(v["ratio"])
+
+
+def test_fast_1_split_by_ort_path(tmp_path):
+    doc = _store_run(f"sqlite:///{tmp_path / 'p.db'}", f16=True)
+    f32 = next(s for s in doc["summary"] if s["dtype"] == "f32")
+    assert f32["fast_1_by_path"] == {"kernel": 1 / 3}  # win, loss, fail against ORT's kernel
+    f16 = next(s for s in doc["summary"] if s["dtype"] == "f16")
+    assert f16["fast_1_by_path"] == {"casts": 1.0}
+    assert doc["overall"]["fast_1_by_path"] == {"kernel": 1 / 3, "casts": 1.0, "substituted": 1.0}
+    out = render.table(doc)
+    assert re.search(r"f16\s+1\s+2\s+100%\s+casts 100%", out)
+    assert "(kernel 33% casts 100% substituted 100%)" in out
+    assert "| casts 100% |" in render.markdown(doc)

@@ -137,7 +137,8 @@ def test_what_the_pages_show(site):
     overview = (site / "overview.html").read_text()
     # the latest run (3) with its commit: 8 cells, 1 fail, 1 n/a (not due), 1 loss: fast_1 = 5/7
     assert "latest: run 3" in overview and "0000000000" in overview
-    assert re.search(r"<td>f32</td><td>1</td><td>71%</td><td class=win>5</td><td class=loss>1</td>"
+    assert re.search(r"<td>f32</td><td>1</td><td>71%</td><td>kernel 67% substituted 100%</td>"
+                     r"<td class=win>5</td><td class=loss>1</td>"
                      r"<td>0</td><td>1</td><td>1</td>", overview)
     tickets = (site / "tickets.html").read_text()
     assert "wrong-answer" in tickets and "op-softmax.html" in tickets
