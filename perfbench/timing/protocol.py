@@ -11,7 +11,12 @@ overhead removed.
   one shared buffer through IOBinding; per call = (t_K - t_1) / (K - 1).
 * Cold (both sides): each call timed alone after touching a buffer larger than the last-level
   cache (then quiescing our pool), minus that side's harness floor measured the same way (our
-  no-op kernel; ORT's 1-node run of a trivial graph).
+  no-op kernel; ORT's run of a graph with the cell's inputs and outputs, one element each).
+* Spin on: within a block both sides' workers spin between calls (calls run back to back, so
+  neither sleeps); between blocks neither side's workers may spin into the other's block: ours
+  are quiesced before every block, and after ORT's block the harness waits until the process's
+  CPU time stops advancing (ORT's pool cannot be told to stop; its workers kept spinning 21-24
+  ms after the last Run on a 2-core Xeon, far past the fixed 2 ms gap this replaced).
 
 A replicate is fresh ORT sessions and fresh buffers; within it ours and ORT alternate in
 blocks of at least `block_ms`, each block preceded by one untimed call of that side (so no
@@ -43,6 +48,23 @@ from perfbench.ops.base import ELEM_TYPES, GraphSpec
 from perfbench.timing.caches import last_level_bytes, sysfs_last_level_bytes
 
 SPIN_ON_US = 100  # our pool's spin time under the "on" policy
+QUIET_WINDOW_S = 0.0005  # wait_quiet: the window over which process CPU time is sampled
+QUIET_FRACTION = 0.25  # ... a window is quiet when the process used less CPU than this share of it
+QUIET_CAP_S = 0.25  # ... and the wait gives up after this long (then the block goes on anyway)
+
+
+def wait_quiet(window_s: float = QUIET_WINDOW_S, fraction: float = QUIET_FRACTION,
+               cap_s: float = QUIET_CAP_S, clock=time.process_time) -> float:
+    """Sleep until no thread of this process is spinning: two consecutive windows in which the
+    process's CPU time advanced by less than `fraction` of the window (a spinning worker adds a
+    whole window). Returns the seconds waited (at most about cap_s)."""
+    t0 = time.perf_counter()
+    quiet = 0
+    while quiet < 2 and time.perf_counter() - t0 < cap_s:
+        c0 = clock()
+        time.sleep(window_s)
+        quiet = quiet + 1 if clock() - c0 < fraction * window_s else 0
+    return time.perf_counter() - t0
 WILLIAMS_3 = ("ABC", "BCA", "CAB", "CBA", "ACB", "BAC")  # Harness._rotation
 SUB_LOOPS = 5  # ours: a warm block is the median of this many timed sub-loops (at least 3 calls)
 TARGET_DIFF_NS = 300_000  # K is chosen so the K-copy run exceeds the 1-copy run by ~this
@@ -126,6 +148,7 @@ class Harness:
         # timed block); progress() at replicate granularity only
         self.mark = mark or (lambda phase: None)
         self._floors: dict = {}
+        self.spin_waits: list = []  # seconds waited for ORT's workers to stop spinning, this cell
         self._evict: dict = {}
 
     # ---- floors ----
@@ -212,6 +235,7 @@ class Harness:
         rotation. Returns label -> CellOutcome, each a whole cell (that build as "ours"; the ORT
         side is the same measurement in all of them)."""
         t_start = time.perf_counter()
+        self.spin_waits = []
         outs = {label: CellOutcome(isa=lib.isa_active) for label, lib in libs.items()}
         shared = CellOutcome()  # the ORT side and what all sides share
         self.progress("harness: inputs")
@@ -418,7 +442,7 @@ class Harness:
         first = next(iter(libs))
         block_ns = spec.block_ms * 1e6
         K = iters = subs = runs = None
-        gap = 0.002 if spec.spin == "on" else 0.0  # let ORT's spinning workers stop
+        spin_on = spec.spin == "on"
         ort_ns, ort_blocks = [], []
         for rep in range(spec.replicates):
             g_rep = spec.rep_offset + rep  # the replicate's index in the cell (the design's clock)
@@ -469,8 +493,8 @@ class Harness:
                     tb.append((float(np.median(tk)) - float(np.median(t1s))) / (K - 1))
                     all_k += tk
                     all_1 += t1s
-                    if gap:
-                        time.sleep(gap)
+                    if spin_on:  # ORT's workers spin on after its last Run: not into the next block
+                        self.spin_waits.append(wait_quiet())
             for label, o in outs.items():
                 o.ours_blocks.append(ob[label])
                 o.ours_ns.append(float(np.median(ob[label])))
@@ -525,6 +549,8 @@ class Harness:
                             self.lib.evict(ev)  # evicts, then quiesces our pool, as before our calls
                             ts.append(_time_once(bound[1]))
                     tb.append(float(np.median(ts)) - ort_floor)
+                    if spec.spin == "on":
+                        self.spin_waits.append(wait_quiet())
             for label, o in outs.items():
                 o.ours_blocks.append(ob[label])
                 o.ours_ns.append(float(np.median(ob[label])))

@@ -237,3 +237,36 @@ def test_ours_block_is_the_median_of_its_sub_loops_after_one_untimed_one():
     assert sub_loops(3e6, 1e3) == (600, 5)  # 5 sub-loops of 600 calls fill 3 ms
     assert sub_loops(3e6, 2e6) == (1, 3)  # a 2 ms call: 3 single calls at least
     assert sub_loops(3e6, 7e5) == (1, 5)  # 0.7 ms: 5 single calls (3 ms / 0.7 ms, capped at 5)
+
+
+# ---- spin on: no side's workers spin into the other's block (issue 17, finding 3) ----
+
+def test_wait_quiet_waits_while_a_thread_spins_and_not_after():
+    import threading
+    import time
+
+    from perfbench.timing.protocol import wait_quiet
+
+    stop = time.perf_counter() + 0.03
+
+    def spin():
+        while time.perf_counter() < stop:
+            pass
+
+    t = threading.Thread(target=spin)
+    t.start()
+    waited = wait_quiet()
+    t.join()
+    assert waited >= 0.025  # the spinning thread kept the process busy until it stopped
+    assert wait_quiet() < 0.02  # nothing spinning: two quiet windows
+
+
+def test_spin_on_waits_for_orts_workers_after_each_of_its_blocks(lib):
+    h = Harness(lib)
+    out = h.measure(spec(threads=2, spin="on", replicates=2, rounds=2))
+    assert out.ours_status == "ok" and out.ort_status == "ok"
+    assert len(h.spin_waits) == 4  # one per ORT block
+    # ORT's pool spun after its Runs (tens of ms on the Xeon); the wait lasted at least two windows
+    assert all(w >= 0.001 for w in h.spin_waits)
+    h.measure(spec(threads=2, spin="off"))
+    assert h.spin_waits == []
