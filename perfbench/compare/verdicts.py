@@ -163,24 +163,38 @@ def pick_peak(peaks: list, kind: str, threads: int, level: str | None = None, wo
 DISPATCH_HALF = 0.5
 
 
-def kernel_only(ratio: float | None, lo: float | None, hi: float | None, ort_ns: float | None,
-                dispatch: dict | None) -> dict | None:
-    """The ours/ORT ratio with ORT's measured per-node dispatch d taken out of ORT's time:
-    ratio x t/(t - d), t = ORT's median. Its interval is the as-run one shifted at the measured
-    dispatch's extremes (lo at the smallest d sample, hi at the largest), so it holds both the
-    ratio's and the dispatch's uncertainty. n/a (ratio None, with why) where t - d is at or
-    below the resolution of the difference: the dispatch samples' range (at least 1 ns).
-    Returns None without a ratio, ORT time or dispatch."""
-    if ratio is None or lo is None or hi is None or not ort_ns or not dispatch or not dispatch.get("value"):
+def kernel_only(ratio: float | None, lo: float | None, hi: float | None, ort_ns, dispatch: dict | None,
+                nodes: int = 1, cold: bool = False) -> dict | None:
+    """The ours/ORT ratio with ORT's measured per-node dispatch taken out of ORT's time: ORT ran
+    `nodes` nodes for the cell (its op, plus any Casts or function-body nodes), so D = nodes x d
+    comes out of each replicate's time t_i: the as-run ratio and interval shift by the mean over
+    replicates of log(t_i / (t_i - D)), evaluated at the dispatch samples' smallest d for the low
+    end and largest for the high end, so the interval holds the dispatch's uncertainty too.
+    ort_ns: ORT's replicate times (or its median). n/a (ratio None, with why) where the smallest
+    t_i - D is at or below the resolution of the difference: the dispatch samples' range times
+    nodes (at least 1 ns). None without a ratio, ORT time or dispatch, and for cold cells (their
+    ORT time is already net of a cold run of a graph with the cell's inputs and outputs: a run's
+    and a node's dispatch are out)."""
+    if cold or ratio is None or lo is None or hi is None or not ort_ns or not dispatch or not dispatch.get("value"):
         return None
+    ts = [float(t) for t in (ort_ns if isinstance(ort_ns, (list, tuple)) else [ort_ns]) if t and t > 0]
+    if not ts:
+        return None
+    nodes = max(1, int(nodes))
     d = float(dispatch["value"])
     ds = [float(x) for x in (dispatch.get("samples") or [d])]
-    d_lo, d_hi = min(ds + [d]), max(ds + [d])
-    share = d / ort_ns
+    d_lo, d_hi = min(ds + [d]) * nodes, max(ds + [d]) * nodes
+    D = d * nodes
+    t_med = float(np.median(ts))
+    share = D / t_med
     resolution = max(d_hi - d_lo, 1.0)
-    if ort_ns - d_hi <= resolution:
-        return {"ratio": None, "ci_low": None, "ci_high": None, "dispatch_ns": d, "dispatch_share": share,
-                "note": f"ORT's time {ort_ns:.0f} ns minus its dispatch {d:.0f} ns [{d_lo:.0f}, {d_hi:.0f}] "
-                        "is at or below resolution"}
-    return {"ratio": ratio * ort_ns / (ort_ns - d), "ci_low": lo * ort_ns / (ort_ns - d_lo),
-            "ci_high": hi * ort_ns / (ort_ns - d_hi), "dispatch_ns": d, "dispatch_share": share, "note": None}
+    base = {"dispatch_ns": D, "dispatch_share": share, "nodes": nodes}
+    if min(ts) - d_hi <= resolution:
+        return {"ratio": None, "ci_low": None, "ci_high": None, **base,
+                "note": f"ORT's time {min(ts):.0f} ns (fastest replicate) minus its dispatch {D:.0f} ns "
+                        f"[{d_lo:.0f}, {d_hi:.0f}] ({nodes} node(s)) is at or below resolution"}
+
+    def shift(dd):
+        return float(np.exp(np.mean([np.log(t / (t - dd)) for t in ts])))
+
+    return {"ratio": ratio * shift(D), "ci_low": lo * shift(d_lo), "ci_high": hi * shift(d_hi), **base, "note": None}

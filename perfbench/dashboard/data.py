@@ -20,7 +20,8 @@ FLAGGED = ("regression", "possible", "numerics-broke")
 
 def _cell(c: m.Cell, dispatch: dict | None = None) -> dict:
     ours, ort = c.side("ours"), c.side("ort")
-    k = verdicts.kernel_only(c.ratio, c.ratio_lo, c.ratio_hi, ort.median_ns if ort else None, dispatch)
+    k = verdicts.kernel_only(c.ratio, c.ratio_lo, c.ratio_hi, (ort.replicates_ns or ort.median_ns) if ort else None,
+                             dispatch, nodes=len(ort.detail or []) or 1 if ort else 1, cold=c.cache == "cold")
     return {
         "case_id": c.case.case_id, "op": c.case.op, "params": c.case.params, "dtype": c.dtype, "threads": c.threads,
         "device": c.device, "cache": c.cache, "spin": c.spin, "numerics_only": c.numerics_only,

@@ -210,8 +210,13 @@ def roofline(cells: list[dict], peaks: list[dict], threads: int, title: str) -> 
     if top:
         data.append({"type": "scatter", "mode": "lines", "name": f"FMA f32 peak {top:.0f} GFLOP/s", "x": [lo_x, hi_x],
                      "y": [top, top], "line": {"dash": "dash", "color": "#000"}})
+    reads = sorted((p for p in peaks if p["kind"] == "read" and p["threads"] == threads),
+                   key=lambda p: p.get("working_set_bytes") or 0)
     for level in ("L1", "L2", "L3", "DRAM"):
-        bw = [p["value"] for p in peaks if p["kind"] == "read" and p["level"] == level and p["threads"] == threads]
+        if level == "DRAM":  # the largest working set probed; ladder points above 3/4 of L3 are labelled
+            bw = [reads[-1]["value"]] if reads else []  # DRAM but still partly cached
+        else:
+            bw = [p["value"] for p in reads if p["level"] == level]
         if not bw:
             continue
         gbs = max(bw)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from perfbench.compare import verdicts
 from perfbench.compare.escape import clean, md_text
 from perfbench.compare.render import fmt_ns
 from perfbench.tickets import ranges
@@ -89,7 +90,10 @@ def state_text(t) -> str:
 
 
 def _share(x) -> str:
-    return "—" if x is None else f"{100 * x:.0f}%"
+    """A share of peak; above 100% marked ↑ (the ceiling is wrong for that cell, not the cell)."""
+    if x is None:
+        return "—"
+    return f"{100 * x:.0f}%" + (verdicts.OVER_CEILING if verdicts.over_ceiling(x) else "")
 
 
 def _tput(v, unit) -> str:

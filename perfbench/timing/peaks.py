@@ -1,7 +1,7 @@
 """Host peaks (`perfbench peaks`): the ceilings a cell's throughput is divided by.
 
 - f32 FMA and bf16 dot-product peaks (GFLOP/s), at 1 thread and at every core;
-- read bandwidth (GB/s) on a ladder of working sets, 16 KiB per thread doubling to twice the
+- read bandwidth (GB/s) on a ladder of working sets, 16 KiB doubling to twice the
   L3, then DRAM, so a cell's ceiling is read at its own working-set size and thread count
   (verdicts.read_ceiling) instead of a level guessed from the cache sizes.
 
@@ -35,7 +35,7 @@ REMEASURE = 2
 DRAM_BYTES = 256 * 1024**2  # the DRAM probe reads max(this, 4 x L3), at most DRAM_CAP
 DRAM_CAP = 2 * 1024**3  # a VM may report a huge L3 (one here: 480 MiB); 2 GiB misses any real one
 SPIN_US = 1000  # the pool spins between probe calls: a call is never charged a worker's wake-up
-LADDER_FROM = 16 * 1024  # per thread
+LADDER_FROM = 16 * 1024
 READ_CALL_BYTES = 8 * 1024**2  # per thread per call: ~40 us even from L1
 PEAK_ITERS_PER_CALL = 200_000  # ~1-2 ms of arithmetic per call
 
@@ -74,9 +74,10 @@ def level_of(ws: float, threads: int, l1: int | None, l2: int | None, l3: int | 
 
 
 def ladder(threads: int, l3: int, dram: int) -> list[int]:
-    """Working sets (bytes) of the read probes: LADDER_FROM per thread doubling up to 2 x L3 (and
-    below half of dram), then dram."""
-    out, ws = [], LADDER_FROM * threads
+    """Working sets (bytes, in all) of the read probes: LADDER_FROM doubling up to 2 x L3 (and
+    at most half of dram), then dram. The same points at every thread count, so that physical
+    order is checked between thread counts at every working set."""
+    out, ws = [], LADDER_FROM
     while ws <= 2 * l3 and ws <= dram // 2:
         out.append(ws)
         ws *= 2

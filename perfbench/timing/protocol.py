@@ -196,8 +196,8 @@ class Harness:
         and element types, each of one element; ortlib.floor_graph) run cold, the way cells are.
         Without `graph`: the 1-input Identity graph (the floor before issue 17, which left ORT's
         cold per-input cost of a many-input op in its time)."""
-        if graph is None:
-            sig = None
+        if graph is None or not any(n for n, _, _ in graph.inputs):
+            graph, sig = None, None
         else:
             sig = (tuple(t for n, t, _ in graph.inputs if n),
                    tuple(o[2] if len(o) > 2 else "float" for o in graph.outputs if o[0]), ort_dt.name)
@@ -209,6 +209,8 @@ class Harness:
             ts = []
             for _ in range(31):
                 self.lib.evict(ev)
+                if spec.spin == "on":  # measured the way cold cells are
+                    wait_quiet()
                 ts.append(_time_once(bound))
             self._floors[key] = float(np.median(ts))
         return self._floors[key]
@@ -217,11 +219,11 @@ class Harness:
     def _floor_session(spec: CellSpec, graph: GraphSpec, ort_dt) -> "ortlib.Bound":
         floor = ortlib.floor_graph(graph)
 
-        def arr(t):
-            return np.ones(1, ort_dt.numpy if t == "float" else ELEM_TYPES[t])
+        def arr(t, n=1):
+            return np.ones(n, ort_dt.numpy if t == "float" else ELEM_TYPES[t])
 
         sess = ortlib.make_session(ortlib.build_floor_model(floor, ort_dt), spec.threads, spec.spin)
-        return ortlib.Bound(sess, floor, 1, {n: arr(t) for n, t, _ in floor.inputs},
+        return ortlib.Bound(sess, floor, 1, {n: arr(t, shape[0]) for n, t, shape in floor.inputs},
                             {o[0]: arr(o[2]) for o in floor.outputs})
 
     # ---- one cell ----
@@ -409,9 +411,14 @@ class Harness:
                 bound[k] = ortlib.Bound(sess, graph, k, theirs, ort_out)
         return calls, bound
 
-    def _quiesce(self, libs) -> None:
+    def _quiesce(self, libs, spec: CellSpec | None = None) -> None:
+        """Before every block: our pool's workers asleep, and with spin on, the process quiet
+        (ORT's workers stopped spinning after whatever ORT ran last: its block, its calibration
+        or warm-up runs)."""
         for lib in libs.values():
             lib.quiesce()
+        if spec is not None and spec.spin == "on":
+            self.spin_waits.append(wait_quiet())
 
     @staticmethod
     def _rotation(labels: list, rnd: int) -> list:
@@ -442,7 +449,6 @@ class Harness:
         first = next(iter(libs))
         block_ns = spec.block_ms * 1e6
         K = iters = subs = runs = None
-        spin_on = spec.spin == "on"
         ort_ns, ort_blocks = [], []
         for rep in range(spec.replicates):
             g_rep = spec.rep_offset + rep  # the replicate's index in the cell (the design's clock)
@@ -478,7 +484,7 @@ class Harness:
                 for side in self._rotation(list(libs), g_rep * spec.rounds + rnd):
                     self.mark(f"{side}: replicate {g_rep + 1} block {rnd + 1}")
                     seq.append(side)
-                    self._quiesce(libs)
+                    self._quiesce(libs, spec)
                     if side != "ort":
                         with ours_side(side):
                             ob[side].append(ours_block(calls[side], iters, subs, floors[side]))
@@ -493,8 +499,6 @@ class Harness:
                     tb.append((float(np.median(tk)) - float(np.median(t1s))) / (K - 1))
                     all_k += tk
                     all_1 += t1s
-                    if spin_on:  # ORT's workers spin on after its last Run: not into the next block
-                        self.spin_waits.append(wait_quiet())
             for label, o in outs.items():
                 o.ours_blocks.append(ob[label])
                 o.ours_ns.append(float(np.median(ob[label])))
@@ -538,19 +542,19 @@ class Harness:
                     self.mark(f"{side}: replicate {g_rep + 1} block {rnd + 1}")
                     seq.append(side)
                     if side != "ort":
-                        self._quiesce(libs)
+                        self._quiesce(libs, spec)
                         with ours_side(side):
                             ob[side].append(float(np.median(calls[side].time_cold(calls_n, ev))) - floors[side])
                         continue
                     ts = []
-                    self._quiesce(libs)
+                    self._quiesce(libs, spec)
                     with ort_side():
                         for _ in range(calls_n):
                             self.lib.evict(ev)  # evicts, then quiesces our pool, as before our calls
+                            if spec.spin == "on":  # and ORT's workers asleep too, as ours are
+                                self.spin_waits.append(wait_quiet())
                             ts.append(_time_once(bound[1]))
                     tb.append(float(np.median(ts)) - ort_floor)
-                    if spec.spin == "on":
-                        self.spin_waits.append(wait_quiet())
             for label, o in outs.items():
                 o.ours_blocks.append(ob[label])
                 o.ours_ns.append(float(np.median(ob[label])))

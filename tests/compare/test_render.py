@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 import subprocess
 import sys
@@ -270,10 +271,14 @@ def test_kernel_only_ratio_takes_dispatch_out_of_ort_time(tmp_path):
     assert doc["dispatch"] == {"value": 600.0, "samples": [550.0, 600.0, 650.0]}
     c = doc["cells"][0]
     k = c["kernel_only"]
-    assert k["ratio"] == pytest.approx(c["ratio"] * c["ort"]["median_ns"] / (c["ort"]["median_ns"] - 600.0))
-    assert k["ci_low"] == pytest.approx(c["ci_low"] * c["ort"]["median_ns"] / (c["ort"]["median_ns"] - 550.0))
-    assert k["ci_high"] == pytest.approx(c["ci_high"] * c["ort"]["median_ns"] / (c["ort"]["median_ns"] - 650.0))
-    assert k["ci_low"] < k["ratio"] < k["ci_high"]
+
+    def shift(d):  # mean over ORT's replicates of log(t / (t - d))
+        return math.exp(sum(math.log(t / (t - d)) for t in ORT) / len(ORT))
+
+    assert k["ratio"] == pytest.approx(c["ratio"] * shift(600.0))
+    assert k["ci_low"] == pytest.approx(c["ci_low"] * shift(550.0))
+    assert k["ci_high"] == pytest.approx(c["ci_high"] * shift(650.0))
+    assert k["ci_low"] < k["ratio"] < k["ci_high"] and k["nodes"] == 1
     assert c["verdict"] == "win"  # the verdict stays on the as-run ratio
     out = render.table(doc)
     assert re.search(r"1\.0 µs†\s+0\.801 \[0\.799–0\.803\]\s+2\.\d+ \[", out)
@@ -292,9 +297,21 @@ def test_kernel_only_is_na_when_ort_minus_dispatch_is_below_resolution(tmp_path)
     assert re.search(r"0\.801 \[0\.799–0\.803\]\s+n/a\s+-\s+win", render.table(doc))
 
 
+def test_kernel_only_counts_every_node_ort_ran_and_skips_cold_cells():
+    one = verdicts.kernel_only(0.5, 0.45, 0.55, [1000.0, 1000.0], {"value": 100.0, "samples": [100.0]})
+    three = verdicts.kernel_only(0.5, 0.45, 0.55, [1000.0, 1000.0], {"value": 100.0, "samples": [100.0]}, nodes=3)
+    assert one["ratio"] == pytest.approx(0.5 * 1000 / 900) and three["ratio"] == pytest.approx(0.5 * 1000 / 700)
+    assert three["dispatch_share"] == pytest.approx(0.3)
+    # a cold cell's ORT time is already net of its cold floor's run and node
+    assert verdicts.kernel_only(0.5, 0.45, 0.55, [1000.0], {"value": 100.0}, cold=True) is None
+    # the fastest replicate decides resolvability
+    assert verdicts.kernel_only(0.5, 0.45, 0.55, [2000.0, 120.0], {"value": 100.0, "samples": [90.0, 110.0]})["ratio"] is None
+
+
 def test_small_dispatch_marks_nothing(tmp_path):
     doc = _store_run(f"sqlite:///{tmp_path / 's.db'}", dispatch=[150.0, 160.0, 170.0])
-    assert doc["cells"][0]["kernel_only"]["ratio"] == pytest.approx(doc["cells"][0]["ratio"] * 1000 / 840)
+    assert doc["cells"][0]["kernel_only"]["ratio"] == pytest.approx(
+        doc["cells"][0]["ratio"] * math.exp(sum(math.log(t / (t - 160.0)) for t in ORT) / len(ORT)))
     out = render.table(doc)
     assert "†" not in out and "per-node dispatch (" not in out
 

@@ -22,11 +22,21 @@ def test_score_splits_fast_1_by_ort_path(store, env):  # noqa: F811
         s.flush()
         doc = score.history(s, "attention", env.hc_id, 8)
     rows = {(g["op"], g["ort_path"]): g for g in doc["regions"]}
-    assert set(rows) == {("Softmax", "kernel"), ("Softmax", "casts")}
+    assert set(rows) == {("Softmax", "all"), ("Softmax", "kernel"), ("Softmax", "casts")}
+    assert rows[("Softmax", "all")]["fast_1"] == [7 / 8, 6 / 8]  # the region's total is kept
     assert rows[("Softmax", "kernel")]["fast_1"] == [7 / 8, 5 / 6]
     assert rows[("Softmax", "kernel")]["cells"] == [8, 6]
     assert rows[("Softmax", "casts")]["fast_1"] == [None, 1 / 2]  # not measured against casts in run 1
     out = score.table(doc)
     assert "ORT path" in out.splitlines()[0]
-    assert any(line.split()[:4] == ["Softmax", "f32", "1", "casts"] and line.split()[4:] == ["-", "50%"]
-               for line in out.splitlines())
+    lines = [line.split() for line in out.splitlines()]
+    assert ["Softmax", "f32", "1", "all:", "casts,", "kernel", "88%", "75%"] in lines
+    assert ["Softmax", "f32", "1", "casts", "-", "50%"] in lines
+
+
+def test_score_keeps_one_row_for_a_region_against_one_path(store, env):  # noqa: F811
+    with store.session() as s:
+        add_cells(s, add_run(s, env, minutes=1), {(14, 128): 1.2})
+        doc = score.history(s, "attention", env.hc_id, 8)
+    assert [(g["ort_path"], g["ort_paths"]) for g in doc["regions"]] == [("all", ["kernel"])]
+    assert score.table(doc).splitlines()[2].split()[:5] == ["Softmax", "f32", "1", "kernel", "88%"]

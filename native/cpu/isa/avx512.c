@@ -13,11 +13,12 @@
  * with 12 accumulators and stored 157 GFLOP/s per core on a Zen 5 where this loop reaches 524. */
 static float pb_peak_bf16_dot__avx512(int64_t iters, int64_t *flops) {
     __m512 acc[PB_PEAK_ACCS];
-    for (int k = 0; k < PB_PEAK_ACCS; k++) acc[k] = _mm512_setzero_ps();
+    for (int k = 0; k < PB_PEAK_ACCS; k++) acc[k] = _mm512_set1_ps(0.001f * (float)k); /* distinct chains */
     __m512bh x = (__m512bh)_mm512_set1_epi16((short)0x3f80);  /* 1.0 */
     const __m512bh w = (__m512bh)_mm512_set1_epi16((short)0x3380); /* ~6e-8 */
     for (int64_t it = 0; it < iters; it++) {
         __asm__("" : "+v"(x)); /* x is opaque to the compiler: no folding across iterations */
+#pragma GCC unroll 64 /* see peak_fma_f32 in kernels/peaks.inc.c: rolled, the chains live on the stack */
         for (int k = 0; k < PB_PEAK_ACCS; k++) acc[k] = _mm512_dpbf16_ps(acc[k], x, w);
     }
     __m512 s = _mm512_setzero_ps();
