@@ -110,11 +110,11 @@ def ensure_peaks(store: Store, host_id: int, build_id: int, lib, facts, ui, forc
     with store.session() as s:
         host = s.get(m.Host, host_id)
         rows = repo.latest_peaks(s, host)
-    # a set from before repeated probes (no samples: one-shot figures, a level each) is measured again
-    if rows and not force and any(r.get("samples") for r in rows if r["kind"] == "read"):
+    # a set from before repeated probes on the ladder (no samples, no copy probes) is measured again
+    if rows and not force and any(r.get("samples") for r in rows if r["kind"] == "copy"):
         return rows
     if rows and not force:
-        ui.info("this host's stored peaks predate repeated probes (perfbench 0006): re-measuring")
+        ui.info("this host's stored peaks predate repeated read and copy probes: re-measuring")
     ui.info("measuring this host's peaks (once per host; `perfbench peaks` re-measures) ...")
     threads = sorted({1, facts.cores})
     try:

@@ -528,12 +528,15 @@ int pb_peak_fma_f32(const void *args);
 int pb_peak_bf16_dot(const void *args);
 
 /* Reads `bytes` of buf (split across threads) `passes` times over; sink gets one float per
- * thread. Several passes per call keep the pool's wake-up out of a small working set's figure. */
+ * thread. Several passes per call keep the pool's wake-up out of a small working set's figure.
+ * copy = 1: the first half of buf is copied onto the second half instead (bytes read + written,
+ * with the library's own store policy for that traffic: pb_stream_worth), so buf is written. */
 typedef struct pb_read_args {
     pb_exec exec;
     const void *buf;
     int64_t bytes;
     int64_t passes;
+    int32_t copy;
     float *sink;
 } pb_read_args;
 int pb_read_bandwidth(const void *args);

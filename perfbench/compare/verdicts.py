@@ -107,18 +107,8 @@ def cache_level(working_set: float, threads: int, l2: int | None, l3: int | None
     return "DRAM"
 
 
-def read_ceiling(peaks: list, threads: int, working_set: float, cold: bool = False) -> dict | None:
-    """The read bandwidth a loop over `working_set` bytes at `threads` threads can reach: the
-    stored read probes of that thread count (else the largest measured) interpolated on log-log
-    axes at the working set; clamped to the smallest and largest probed. A cold cell's data comes
-    from DRAM whatever its size: the largest working set probed. Returns a peak-like dict whose
-    value is the ceiling (None: no read probes stored)."""
-    cand = [p for p in peaks if p["kind"] == "read" and p.get("working_set_bytes")]
-    if not cand:
-        return None
-    exact = [p for p in cand if p["threads"] == threads]
-    cand = sorted(exact or [p for p in cand if p["threads"] == max(q["threads"] for q in cand)],
-                  key=lambda p: p["working_set_bytes"])
+def _interp(cand: list, working_set: float, cold: bool) -> dict:
+    """cand (one kind, one thread count) sorted by working set, read at working_set (log-log)."""
     if cold or working_set >= cand[-1]["working_set_bytes"]:
         return cand[-1]
     if working_set <= cand[0]["working_set_bytes"]:
@@ -131,6 +121,28 @@ def read_ceiling(peaks: list, threads: int, working_set: float, cold: bool = Fal
             return {**a, "working_set_bytes": working_set, "value": value, "samples": None,
                     "method": f"{a['method']}, interpolated at the cell's working set"}
     return cand[-1]
+
+
+def read_ceiling(peaks: list, threads: int, working_set: float, cold: bool = False) -> dict | None:
+    """The bandwidth a loop over `working_set` bytes at `threads` threads can reach: the stored
+    read and copy probes (`perfbench peaks`) of that thread count (else the largest measured),
+    each interpolated on log-log axes at the working set and clamped to the smallest and largest
+    probed; the larger of the two (a kernel's traffic is reads plus writes, which a copy loop
+    moves faster than a read loop at some sizes). A cold cell's data comes from DRAM whatever its
+    size: the largest working set probed. Returns a peak-like dict whose value is the ceiling
+    (None: no bandwidth probes stored)."""
+    best = None
+    for kind in ("read", "copy"):
+        cand = [p for p in peaks if p["kind"] == kind and p.get("working_set_bytes")]
+        if not cand:
+            continue
+        exact = [p for p in cand if p["threads"] == threads]
+        cand = sorted(exact or [p for p in cand if p["threads"] == max(q["threads"] for q in cand)],
+                      key=lambda p: p["working_set_bytes"])
+        got = _interp(cand, working_set, cold)
+        if best is None or got["value"] > best["value"]:
+            best = got
+    return best
 
 
 # a share of peak above 1 says the ceiling is wrong for that cell (a probe or the working-set

@@ -137,11 +137,14 @@ def peak(lib: Library, kind: str, iters: int, threads: int) -> tuple[KernelCall,
     return KernelCall(lib, kind, args, [flops, method, sink]), flops, method
 
 
-def read_bandwidth(lib: Library, buf: np.ndarray, threads: int, passes: int = 1) -> KernelCall:
+def read_bandwidth(lib: Library, buf: np.ndarray, threads: int, passes: int = 1, copy: bool = False) -> KernelCall:
     """Reads buf (a contiguous float32 array of at least one element) `passes` times over with
-    `threads` threads."""
+    `threads` threads; copy=True copies its first half onto its second half instead (buf is
+    written; at least 2 elements per thread)."""
     k = "read_bandwidth"
-    check_array(buf, "buf", k)
+    check_array(buf, "buf", k, writeable=bool(copy))
+    if copy and buf.size < 2 * threads:
+        raise UsageError(f"{k}: copy needs at least 2 elements per thread, got {buf.size} for {threads}")
     if buf.dtype != np.float32 or buf.size < 1:
         raise UsageError(f"{k}: buf must be a non-empty float32 array, got {buf.dtype}{buf.shape}")
     if isinstance(passes, bool) or not isinstance(passes, (int, np.integer)) or passes < 1:
@@ -149,7 +152,7 @@ def read_bandwidth(lib: Library, buf: np.ndarray, threads: int, passes: int = 1)
     args = lib.ffi.new("pb_read_args*")
     set_exec(args, check_threads(threads, "read_bandwidth"))
     sink = lib.ffi.new("float[]", threads)
-    args.buf, args.bytes, args.passes, args.sink = lib.ptr(buf), buf.nbytes, int(passes), sink
+    args.buf, args.bytes, args.passes, args.copy, args.sink = lib.ptr(buf), buf.nbytes, int(passes), int(bool(copy)), sink
     return KernelCall(lib, "read_bandwidth", args, [buf, sink])
 
 

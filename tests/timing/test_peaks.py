@@ -20,9 +20,9 @@ SMALL = dict(l2=256 * 1024, l3=1 * MiB, dram_bytes=8 * MiB, target_ns=2e5, l1=32
 
 def model(p, v):
     """A consistent host: FMA 100 GFLOP/s a thread; read 200 (L1), 100 (L2), 50 (L3), 10 GB/s (DRAM) a thread."""
-    if p.kind != "read":
+    if p.kind not in ("read", "copy"):
         return 100.0 * p.threads
-    return {"L1": 200.0, "L2": 100.0, "L3": 50.0, "DRAM": 10.0}[p.level] * p.threads
+    return {"L1": 200.0, "L2": 100.0, "L3": 50.0, "DRAM": 10.0}[p.level] * p.threads * (1.1 if p.kind == "copy" else 1)
 
 
 def test_ladder_doubles_from_16k_to_twice_l3_then_dram_the_same_at_every_thread_count():
@@ -61,7 +61,7 @@ def test_measure_stores_median_and_every_sample(lib):
     rows = peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
                          target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=model)
     kinds = {r["kind"] for r in rows}
-    assert kinds == {"fma_f32", "bf16_dot", "read"}
+    assert kinds == {"fma_f32", "bf16_dot", "read", "copy"}
     assert all(len(r["samples"]) == peaks.SAMPLES and r["value"] == sorted(r["samples"])[1] for r in rows)
     reads = sorted((r for r in rows if r["kind"] == "read" and r["threads"] == 1), key=lambda r: r["working_set_bytes"])
     assert [r["level"] for r in reads][:2] == ["L1", "L2"] and reads[-1]["level"] == "DRAM"
@@ -138,6 +138,15 @@ LADDER = [{"kind": "read", "threads": t, "level": lvl, "working_set_bytes": ws, 
                                       (512 * 1024, 100.0), (1024 * MiB, 12.5)])
 def test_read_ceiling_interpolates_log_log_and_clamps(ws, want):
     assert verdicts.read_ceiling(LADDER, 1, ws)["value"] == pytest.approx(want, rel=1e-3)
+
+
+def test_ceiling_is_the_larger_of_read_and_copy_at_the_working_set():
+    copy = [{**p, "kind": "copy", "value": p["value"] * (1.2 if p["working_set_bytes"] >= 16 * MiB else 0.9)}
+            for p in LADDER]
+    both = LADDER + copy
+    assert verdicts.read_ceiling(both, 1, MiB)["kind"] == "read" and verdicts.read_ceiling(both, 1, MiB)["value"] == 100.0
+    got = verdicts.read_ceiling(both, 1, 64 * MiB)
+    assert got["kind"] == "copy" and got["value"] == pytest.approx(15.0)
 
 
 def test_read_ceiling_by_threads_cold_and_without_probes():

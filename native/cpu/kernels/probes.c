@@ -44,6 +44,8 @@ int pb_peak_bf16_dot(const void *args) { return run_peak(args, 0, "peak_bf16_dot
 
 typedef struct {
     pb_read_ukernel uk;
+    pb_mv_copy_ukernel copy;
+    int32_t nt;
     const pb_read_args *a;
 } read_ctx;
 
@@ -51,6 +53,17 @@ static void read_range(void *ctx, int64_t t0, int64_t t1) {
     read_ctx *c = (read_ctx *)ctx;
     int64_t T = c->a->exec.num_threads;
     int64_t floats = c->a->bytes / 4;
+    if (c->a->copy) { /* thread t copies its share of the first half onto the second half */
+        int64_t half = floats / 2;
+        char *base = (char *)(uintptr_t)c->a->buf;
+        for (int64_t t = t0; t < t1; t++) {
+            int64_t from = half * t / T, to = half * (t + 1) / T;
+            for (int64_t k = 0; k < c->a->passes; k++)
+                c->copy(base + (half + from) * 4, base + from * 4, to - from, c->nt);
+            c->a->sink[t] = ((const float *)c->a->buf)[half + from];
+        }
+        return;
+    }
     for (int64_t t = t0; t < t1; t++) {
         int64_t from = floats * t / T, to = floats * (t + 1) / T;
         float s = 0.0f;
@@ -64,8 +77,11 @@ int pb_read_bandwidth(const void *args) {
     CHECK(pb_check_args(args, k));
     const pb_read_args *a = (const pb_read_args *)args;
     CHECK(pb_check_exec(&a->exec, k));
-    if (a->buf == NULL || a->sink == NULL || a->bytes < 4 || a->passes < 1)
-        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: buf, sink (one float per thread), bytes >= 4 and passes >= 1 required", k);
-    read_ctx c = {pb_active_isa()->read_sum, a};
+    if (a->buf == NULL || a->sink == NULL || a->bytes < 4 || a->passes < 1 || (a->copy != 0 && a->copy != 1) ||
+        (a->copy && a->bytes < 8 * (int64_t)a->exec.num_threads))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: buf, sink (one float per thread), bytes >= 4 (copy: >= 8 per "
+                       "thread), passes >= 1 and copy 0 or 1 required", k);
+    const pb_isa *isa = pb_active_isa();
+    read_ctx c = {isa->read_sum, isa->copy[pb_dtype_index(PB_DTYPE_F32)], pb_stream_worth(a->bytes), a};
     return pb_parallel_for(a->exec.num_threads, a->exec.num_threads, read_range, &c);
 }
