@@ -71,63 +71,38 @@ def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_nam
 
 def floor_graph(spec: GraphSpec) -> GraphSpec:
     """The cold-cell floor of a graph: the same inputs and outputs (names, element types, count),
-    each of one element, produced by as few nodes as the types allow (build_floor_model). Bound
-    to it, a run pays ORT's per-input and per-output cost of the cell's graph with next to no
-    kernel work. Inputs no output needs stay graph inputs, bound like the cell's. A graph
-    without named inputs has no such floor (ValueError)."""
+    each of one element, every output an Identity of an input of its type (build_floor_model).
+    Bound to it, a run pays ORT's per-input and per-output cost of the cell's graph with next to
+    no kernel work. Inputs no output needs stay graph inputs, bound like the cell's. A graph
+    without named inputs has no such floor (ValueError).
+
+    One Identity per output, not one node for all: measured side by side (benchmarks/cold_floor.py,
+    Xeon, 1 thread), a single Split for GroupQueryAttention's three outputs made a floor 5-9 us
+    above three Identities -- Split's own cold code, which is kernel work, not harness."""
     ins = [(n, t, (1,)) for n, t, _ in spec.inputs if n]
     if not ins:
         raise ValueError(f"{spec.op_type}: a floor graph needs at least one named input")
     outs = [(o[0], (1,), o[2] if len(o) > 2 else "float") for o in spec.outputs if o[0]]
-    # an output type with several outputs is one Split of an input of that type, which then
-    # holds one element per output
-    need = {}
-    for _, _, t in outs:
-        need[t] = need.get(t, 0) + 1
-    src = {t: next((n for n, ti, _ in ins if ti == t), ins[0][0]) for t in need}
-    size = {}
-    for t, k in need.items():
-        size[src[t]] = max(size.get(src[t], 1), k)
-    ins = [(n, t, (size.get(n, 1),)) for n, t, _ in ins]
     return GraphSpec("Identity", "", 13, ins, outs)
 
 
 def build_floor_model(floor: GraphSpec, dtype: dtypes.DType) -> bytes:
-    """floor_graph's model, named the way Bound binds one copy (`<name>__0`): per output element
-    type one node — Identity for one output, Split for several — reading the first input of that
-    type, or a Cast of the first input where no input has it (then two nodes)."""
+    """floor_graph's model, named the way Bound binds one copy (`<name>__0`): every output an
+    Identity of the first input of its type, or a Cast of the first input where none has it."""
     def elem(t):
         return dtype.onnx if t == "float" else _ELEM[t]
 
-    g_in = [helper.make_tensor_value_info(f"{n}__0", elem(t), list(shape)) for n, t, shape in floor.inputs]
-    by_type: dict = {}
-    for name, _, t in floor.outputs:
-        by_type.setdefault(t, []).append(f"{name}__0")
-    nodes = []
-    for j, (t, names) in enumerate(by_type.items()):
-        typed = [(n, shape) for n, ti, shape in floor.inputs if ti == t]
-        if typed:
-            src, n_src = f"{typed[0][0]}__0", typed[0][1][0]
+    g_in = [helper.make_tensor_value_info(f"{n}__0", elem(t), [1]) for n, t, _ in floor.inputs]
+    nodes, g_out = [], []
+    for j, (name, _, t) in enumerate(floor.outputs):
+        src = next((n for n, ti, _ in floor.inputs if ti == t), None)
+        if src is not None:
+            nodes.append(helper.make_node("Identity", [f"{src}__0"], [f"{name}__0"], name=f"floor{j}"))
         else:
-            first = floor.inputs[0]
-            src, n_src = f"floor_cast{j}", first[2][0]
-            nodes.append(helper.make_node("Cast", [f"{first[0]}__0"], [src], name=f"floor_cast{j}", to=elem(t)))
-        if len(names) == 1:
-            if n_src == 1:
-                nodes.append(helper.make_node("Identity", [src], names, name=f"floor{j}"))
-            else:
-                nodes.append(helper.make_node("Slice", [src, "floor_zero", "floor_one"], names, name=f"floor{j}"))
-        else:
-            if n_src != len(names):
-                raise ValueError(f"floor graph: {len(names)} outputs of type {t} need an input of {len(names)} "
-                                 f"elements, {src} has {n_src}")
-            nodes.append(helper.make_node("Split", [src], names, name=f"floor{j}", axis=0))
-    inits = []
-    if any(nd.op_type == "Slice" for nd in nodes):
-        inits = [helper.make_tensor("floor_zero", TensorProto.INT64, [1], [0]),
-                 helper.make_tensor("floor_one", TensorProto.INT64, [1], [1])]
-    g_out = [helper.make_tensor_value_info(f"{name}__0", elem(t), [1]) for name, _, t in floor.outputs]
-    model = helper.make_model(helper.make_graph(nodes, "floor", g_in, g_out, initializer=inits),
+            nodes.append(helper.make_node("Cast", [f"{floor.inputs[0][0]}__0"], [f"{name}__0"], name=f"floor{j}",
+                                          to=elem(t)))
+        g_out.append(helper.make_tensor_value_info(f"{name}__0", elem(t), [1]))
+    model = helper.make_model(helper.make_graph(nodes, "floor", g_in, g_out),
                               opset_imports=[helper.make_opsetid("", 13)], producer_name="perfbench")
     model.ir_version = IR_VERSION
     return model.SerializeToString()

@@ -219,11 +219,11 @@ class Harness:
     def _floor_session(spec: CellSpec, graph: GraphSpec, ort_dt) -> "ortlib.Bound":
         floor = ortlib.floor_graph(graph)
 
-        def arr(t, n=1):
-            return np.ones(n, ort_dt.numpy if t == "float" else ELEM_TYPES[t])
+        def arr(t):
+            return np.ones(1, ort_dt.numpy if t == "float" else ELEM_TYPES[t])
 
         sess = ortlib.make_session(ortlib.build_floor_model(floor, ort_dt), spec.threads, spec.spin)
-        return ortlib.Bound(sess, floor, 1, {n: arr(t, shape[0]) for n, t, shape in floor.inputs},
+        return ortlib.Bound(sess, floor, 1, {n: arr(t) for n, t, _ in floor.inputs},
                             {o[0]: arr(o[2]) for o in floor.outputs})
 
     # ---- one cell ----
