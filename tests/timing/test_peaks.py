@@ -134,10 +134,10 @@ LADDER = [{"kind": "read", "threads": t, "level": lvl, "working_set_bytes": ws, 
                                             ("DRAM", 64 * MiB, 12.5))]
 
 
-@pytest.mark.parametrize("ws, want", [(MiB, 100.0), (2 * MiB, 70.71), (8 * MiB, 50.0), (32 * MiB, 25.0),
-                                      (512 * 1024, 100.0), (1024 * MiB, 12.5)])
-def test_read_ceiling_interpolates_log_log_and_clamps(ws, want):
-    assert verdicts.read_ceiling(LADDER, 1, ws)["value"] == pytest.approx(want, rel=1e-3)
+@pytest.mark.parametrize("ws, want", [(MiB, 100.0), (2 * MiB, 100.0), (4 * MiB - 1, 100.0), (4 * MiB, 50.0),
+                                      (32 * MiB, 50.0), (512 * 1024, 100.0), (1024 * MiB, 12.5)])
+def test_read_ceiling_is_the_probe_at_the_largest_working_set_not_above_the_cells(ws, want):
+    assert verdicts.read_ceiling(LADDER, 1, ws)["value"] == pytest.approx(want)
 
 
 def test_ceiling_is_the_larger_of_read_and_copy_at_the_working_set():
@@ -147,6 +147,7 @@ def test_ceiling_is_the_larger_of_read_and_copy_at_the_working_set():
     assert verdicts.read_ceiling(both, 1, MiB)["kind"] == "read" and verdicts.read_ceiling(both, 1, MiB)["value"] == 100.0
     got = verdicts.read_ceiling(both, 1, 64 * MiB)
     assert got["kind"] == "copy" and got["value"] == pytest.approx(15.0)
+    assert verdicts.read_ceiling(both, 1, 20 * MiB)["kind"] == "copy"  # 60 against read's 50
 
 
 def test_read_ceiling_by_threads_cold_and_without_probes():
@@ -159,11 +160,17 @@ def test_read_ceiling_by_threads_cold_and_without_probes():
 def test_ceiling_at_the_working_set_removes_a_level_guess_over_100_percent():
     """The reference runs judged ~32 MiB cells on a 32 MiB-L3 host against DRAM while their warm
     loop kept much of the data in L3. Here: a 20 MiB cell at 30 GB/s on a 16 MiB L3 is "DRAM" by
-    level (240% of 12.5 GB/s); read at its own working set the ceiling is 40 GB/s (75%)."""
+    level (240% of 12.5 GB/s); at its working set the ceiling is the 16 MiB probe's 50 GB/s (60%)."""
     tp = 30.0
     level = verdicts.cache_level(20 * MiB, 1, MiB, 16 * MiB)
     assert level == "DRAM" and tp / verdicts.pick_peak(LADDER, "read", 1, level)["value"] == pytest.approx(2.4)
-    assert tp / verdicts.read_ceiling(LADDER, 1, 20 * MiB)["value"] == pytest.approx(0.75, rel=1e-3)
+    assert tp / verdicts.read_ceiling(LADDER, 1, 20 * MiB)["value"] == pytest.approx(0.6)
+
+
+def test_a_cell_at_a_cache_edge_is_not_judged_against_an_interpolated_cliff():
+    edge = [{"kind": "read", "threads": 1, "level": "L2", "working_set_bytes": ws, "value": v, "samples": None,
+             "unit": "GB/s", "method": "m"} for ws, v in ((MiB, 105.0), (2 * MiB, 61.0))]
+    assert verdicts.read_ceiling(edge, 1, 1.5 * MiB)["value"] == 105.0  # 1.5 MiB at 91 GB/s: 87%, not 116%
 
 
 def test_describe_shows_each_probe_with_its_spread():
