@@ -90,8 +90,8 @@ def main() -> None:
                 r["split"].append(split_floor(h, spec, graph))
                 h._floors.clear()
         print(f"round {rnd + 1}/{a.rounds} done", flush=True)
-    print(f"\n| cell | threads | inputs/outputs | ours no-op floor | ORT 1-input floor (before) | ORT matched floor "
-          f"(after) | matched − before | one Split for all outputs |\n|---|---|---|---|---|---|---|---|")
+    print("\n| cell | threads | inputs/outputs | ours no-op floor | ORT 1-input floor (before) | ORT matched floor "
+          "(after) | matched − before | one Split for all outputs |\n|---|---|---|---|---|---|---|---|")
     for (name, params, t), r in rows.items():
         med = {k: statistics.median(r[k]) for k in ("ours", "old", "matched", "split")}
         desc = name + " " + " ".join(f"{k}={v}" for k, v in params)

@@ -28,9 +28,8 @@ from perfbench.store import hostinfo, repo
 from perfbench.store import models as m
 from perfbench.store.calibration import sigma_lookup
 from perfbench.store.db import Store
-from perfbench.timing import caches
+from perfbench.timing import caches, selfcheck
 from perfbench.timing import peaks as peaks_mod
-from perfbench.timing import selfcheck
 from perfbench.timing.protocol import CellSpec, default_evict_bytes, merge_outcomes, slices
 from perfbench.timing.worker import Worker
 
@@ -110,11 +109,11 @@ def ensure_peaks(store: Store, host_id: int, build_id: int, lib, facts, ui, forc
     with store.session() as s:
         host = s.get(m.Host, host_id)
         rows = repo.latest_peaks(s, host)
-    # a set from before repeated probes on the ladder (no samples, no copy probes) is measured again
-    if rows and not force and any(r.get("samples") for r in rows if r["kind"] == "copy"):
+    # a set from before repeated probes on the ladder (no samples) is measured again
+    if rows and not force and any(r.get("samples") for r in rows if r["kind"] == "read"):
         return rows
     if rows and not force:
-        ui.info("this host's stored peaks predate repeated read and copy probes: re-measuring")
+        ui.info("this host's stored peaks predate repeated probes on a ladder: re-measuring")
     ui.info("measuring this host's peaks (once per host; `perfbench peaks` re-measures) ...")
     threads = sorted({1, facts.cores})
     try:

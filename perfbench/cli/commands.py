@@ -401,7 +401,7 @@ def import_cmd(file, db):
                                             "and measure nothing.")
 def peaks(db, show):
     """Measure and store this host's ceilings: f32 FMA and bf16 dot peaks, read bandwidth on a
-    ladder of working sets (16 KiB per thread doubling to twice the L3, then DRAM), ORT's
+    ladder of working sets (16 KiB doubling to twice the L3, then DRAM), ORT's
     per-node dispatch. `run` does this once per host.
 
     Each probe is measured 3 times, interleaved with the others; the median is stored with

@@ -166,8 +166,8 @@ def overall(cells: list[dict]) -> dict:
 
 
 def dispatch_of(run) -> dict | None:
-    """The newest ORT per-node dispatch stored for the run's host ({"value", "samples"} in ns),
-    or None (never measured, or a run not attached to a session)."""
+    """The ORT per-node dispatch stored for the run's host that the run was measured with
+    ({"value", "samples"} in ns), or None (never measured, or a run not attached to a session)."""
     from sqlalchemy import select
     from sqlalchemy.orm import object_session
 
@@ -176,8 +176,12 @@ def dispatch_of(run) -> dict | None:
     s = object_session(run)
     if s is None:
         return None
-    p = s.scalar(select(m.Peak).where(m.Peak.host_id == run.host_id, m.Peak.kind == "ort_node_dispatch")
-                 .order_by(m.Peak.id.desc()).limit(1))
+    q = select(m.Peak).where(m.Peak.host_id == run.host_id, m.Peak.kind == "ort_node_dispatch")
+    # the figure the run was measured with (the newest before it started), else the oldest after:
+    # re-measuring peaks later does not rewrite an old run's kernel-only ratios
+    p = (s.scalar(q.where(m.Peak.measured_at <= run.started_at).order_by(m.Peak.measured_at.desc(), m.Peak.id.desc())
+                  .limit(1))
+         or s.scalar(q.order_by(m.Peak.measured_at, m.Peak.id).limit(1)))
     return {"value": p.value, "samples": p.samples} if p else None
 
 

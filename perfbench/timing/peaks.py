@@ -1,7 +1,7 @@
 """Host peaks (`perfbench peaks`): the ceilings a cell's throughput is divided by.
 
 - f32 FMA and bf16 dot-product peaks (GFLOP/s), at 1 thread and at every core;
-- read and copy bandwidth (GB/s) on a ladder of working sets, 16 KiB doubling to twice the
+- read bandwidth (GB/s) on a ladder of working sets, 16 KiB doubling to twice the
   L3, then DRAM, so a cell's ceiling is read at its own working-set size and thread count
   (verdicts.read_ceiling) instead of a level guessed from the cache sizes.
 
@@ -37,7 +37,6 @@ DRAM_CAP = 2 * 1024**3  # a VM may report a huge L3 (one here: 480 MiB); 2 GiB m
 SPIN_US = 1000  # the pool spins between probe calls: a call is never charged a worker's wake-up
 LADDER_FROM = 16 * 1024
 READ_CALL_BYTES = 8 * 1024**2  # per thread per call: ~40 us even from L1
-COPY_MIN_PER_THREAD = 128 * 1024
 PEAK_ITERS_PER_CALL = 200_000  # ~1-2 ms of arithmetic per call
 
 
@@ -100,7 +99,7 @@ def order_violations(rows: list[dict], tol: float = TOL) -> list[tuple[dict, dic
     out = []
     by_kind: dict = {}
     for r in rows:
-        if r["kind"] in ("fma_f32", "bf16_dot", "read", "copy"):
+        if r["kind"] in ("fma_f32", "bf16_dot", "read"):
             by_kind.setdefault(r["kind"], []).append(r)
     for kind, rs in by_kind.items():
         for a in rs:
@@ -108,7 +107,7 @@ def order_violations(rows: list[dict], tol: float = TOL) -> list[tuple[dict, dic
                 if a["working_set_bytes"] == b["working_set_bytes"] and b["threads"] > a["threads"] \
                         and b["value"] < a["value"] * (1 - tol):
                     out.append((a, b, f"{b['threads']} threads slower than {a['threads']}"))
-        if kind == "read":  # not copy: its store policy turns to streaming stores past LLC/3, which can be faster
+        if kind == "read":
             for t in {r["threads"] for r in rs}:
                 seq = sorted((r for r in rs if r["threads"] == t), key=lambda r: r["working_set_bytes"])
                 for i, b in enumerate(seq[1:], 1):
@@ -130,10 +129,6 @@ def probes(lib, thread_counts: list[int], l1: int | None, l2: int | None, l3: in
     dram = dram_bytes or min(max(DRAM_BYTES, 4 * l3), DRAM_CAP)
     buf = np.ones(dram // 4, dtype=np.float32)
     out = []
-    # copy probes start where each thread's slice is >= COPY_MIN_PER_THREAD at the most threads
-    # probed: below it a pass is a few KiB and the copy routine's per-call cost decided the figure
-    # (16 KiB over 2 threads copied at 105 GB/s against 137 at 1 thread here)
-    copy_from = COPY_MIN_PER_THREAD * max(thread_counts)
     for t in thread_counts:
         for kind in ("fma_f32", "bf16_dot"):
             call, flops, method = wrappers.peak(lib, "peak_" + kind, PEAK_ITERS_PER_CALL, t)
@@ -145,14 +140,6 @@ def probes(lib, thread_counts: list[int], l1: int | None, l2: int | None, l3: in
             level = "DRAM" if ws == dram else level_of(ws, t, l1, l2, l3)
             out.append(Probe("read", t, level, ws, "GB/s", "streaming read, 8 accumulators",
                              (lambda w=ws, p=passes, t=t: (wrappers.read_bandwidth(lib, buf[:w // 4], t, p), w * p))))
-            if ws < copy_from:
-                continue
-            # the same working set half read, half written (the library's copy and store policy):
-            # a kernel's traffic is reads plus writes, and on this Xeon a 32 MiB Trilu and 8 MiB
-            # Adds moved 1.1-1.2x what a read-only loop of their size reads
-            out.append(Probe("copy", t, level, ws, "GB/s", "copy, first half onto second (bytes read + written)",
-                             (lambda w=ws, p=passes, t=t: (wrappers.read_bandwidth(lib, buf[:w // 4], t, p, copy=True),
-                                                           w * p))))
     return out, buf
 
 

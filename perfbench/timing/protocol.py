@@ -216,7 +216,7 @@ class Harness:
         return self._floors[key]
 
     @staticmethod
-    def _floor_session(spec: CellSpec, graph: GraphSpec, ort_dt) -> "ortlib.Bound":
+    def _floor_session(spec: CellSpec, graph: GraphSpec, ort_dt) -> ortlib.Bound:
         floor = ortlib.floor_graph(graph)
 
         def arr(t):

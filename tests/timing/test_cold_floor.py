@@ -13,7 +13,6 @@ from perfbench.ops import ort as ortlib
 from perfbench.timing.protocol import CellSpec, Harness
 
 
-
 def _gqa_graph():
     op = ops.get("GroupQueryAttention")
     case = op.make_case({"heads": 4, "kv_heads": 2, "head_size": 16, "past": 64})

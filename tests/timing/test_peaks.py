@@ -20,9 +20,9 @@ SMALL = dict(l2=256 * 1024, l3=1 * MiB, dram_bytes=8 * MiB, target_ns=2e5, l1=32
 
 def model(p, v):
     """A consistent host: FMA 100 GFLOP/s a thread; read 200 (L1), 100 (L2), 50 (L3), 10 GB/s (DRAM) a thread."""
-    if p.kind not in ("read", "copy"):
+    if p.kind != "read":
         return 100.0 * p.threads
-    return {"L1": 200.0, "L2": 100.0, "L3": 50.0, "DRAM": 10.0}[p.level] * p.threads * (1.1 if p.kind == "copy" else 1)
+    return {"L1": 200.0, "L2": 100.0, "L3": 50.0, "DRAM": 10.0}[p.level] * p.threads
 
 
 def test_ladder_doubles_from_16k_to_twice_l3_then_dram_the_same_at_every_thread_count():
@@ -61,7 +61,7 @@ def test_measure_stores_median_and_every_sample(lib):
     rows = peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
                          target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=model)
     kinds = {r["kind"] for r in rows}
-    assert kinds == {"fma_f32", "bf16_dot", "read", "copy"}
+    assert kinds == {"fma_f32", "bf16_dot", "read"}
     assert all(len(r["samples"]) == peaks.SAMPLES and r["value"] == sorted(r["samples"])[1] for r in rows)
     reads = sorted((r for r in rows if r["kind"] == "read" and r["threads"] == 1), key=lambda r: r["working_set_bytes"])
     assert [r["level"] for r in reads][:2] == ["L1", "L2"] and reads[-1]["level"] == "DRAM"
@@ -140,14 +140,20 @@ def test_read_ceiling_is_the_probe_at_the_largest_working_set_not_above_the_cell
     assert verdicts.read_ceiling(LADDER, 1, ws)["value"] == pytest.approx(want)
 
 
-def test_ceiling_is_the_larger_of_read_and_copy_at_the_working_set():
-    copy = [{**p, "kind": "copy", "value": p["value"] * (1.2 if p["working_set_bytes"] >= 16 * MiB else 0.9)}
-            for p in LADDER]
-    both = LADDER + copy
-    assert verdicts.read_ceiling(both, 1, MiB)["kind"] == "read" and verdicts.read_ceiling(both, 1, MiB)["value"] == 100.0
-    got = verdicts.read_ceiling(both, 1, 64 * MiB)
-    assert got["kind"] == "copy" and got["value"] == pytest.approx(15.0)
-    assert verdicts.read_ceiling(both, 1, 20 * MiB)["kind"] == "copy"  # 60 against read's 50
+def test_the_copy_mode_of_the_read_probe_copies_the_first_half_onto_the_second(lib):
+    import numpy as np
+
+    from perfbench.errors import UsageError
+    from perfbench.kernels_ffi import wrappers
+
+    buf = np.zeros(4096, np.float32)
+    buf[:2048] = np.arange(2048)
+    wrappers.read_bandwidth(lib, buf, 2, passes=3, copy=True).run()
+    assert np.array_equal(buf[2048:], np.arange(2048, dtype=np.float32))
+    with pytest.raises(UsageError, match="2 elements per thread"):
+        wrappers.read_bandwidth(lib, np.zeros(3, np.float32), 2, copy=True)
+    with pytest.raises(UsageError, match="passes"):
+        wrappers.read_bandwidth(lib, buf, 1, passes=0)
 
 
 def test_read_ceiling_by_threads_cold_and_without_probes():
