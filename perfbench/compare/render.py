@@ -45,28 +45,26 @@ def fmt_ns(ns) -> str:
     return f"{ns / 1e9:.2f} s"
 
 
-def fmt_ratio(c: dict) -> str:
-    if c["ratio"] is None:
+def _fmt_ci(r: dict | None, missing: str = "n/a") -> str:
+    """'ratio [low–high]' of a {"ratio", "ci_low", "ci_high"} dict; "-" without one, `missing`
+    where its ratio is None."""
+    if not r:
         return "-"
-    return f"{c['ratio']:.3f} [{c['ci_low']:.3f}–{c['ci_high']:.3f}]"
+    if r["ratio"] is None:
+        return missing
+    return f"{r['ratio']:.3f} [{r['ci_low']:.3f}–{r['ci_high']:.3f}]"
+
+
+def fmt_ratio(c: dict) -> str:
+    return _fmt_ci(c, missing="-")
 
 
 def fmt_kernel(c: dict) -> str:
-    k = c.get("kernel_only")
-    if not k:
-        return "-"
-    if k["ratio"] is None:
-        return "n/a"
-    return f"{k['ratio']:.3f} [{k['ci_low']:.3f}–{k['ci_high']:.3f}]"
+    return _fmt_ci(c.get("kernel_only"))
 
 
 def fmt_vs_f32(c: dict) -> str:
-    v = c.get("vs_ort_f32")
-    if not v:
-        return "-"
-    if v["ratio"] is None:
-        return "n/a"
-    return f"{v['ratio']:.3f} [{v['ci_low']:.3f}–{v['ci_high']:.3f}]"
+    return _fmt_ci(c.get("vs_ort_f32"))
 
 
 def fmt_by_path(s: dict) -> str:
@@ -75,8 +73,7 @@ def fmt_by_path(s: dict) -> str:
 
 
 def dispatch_marked(c: dict) -> bool:
-    k = c.get("kernel_only")
-    return bool(k) and k["dispatch_share"] > verdicts.DISPATCH_HALF
+    return verdicts.dispatch_heavy(c.get("kernel_only"))
 
 
 def dispatch_note(doc: dict) -> str | None:

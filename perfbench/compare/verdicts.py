@@ -168,6 +168,20 @@ def pick_peak(peaks: list, kind: str, threads: int, level: str | None = None, wo
 DISPATCH_HALF = 0.5
 
 
+def kernel_only_of(c, dispatch: dict | None) -> dict | None:
+    """kernel_only for a stored Cell: ORT's replicates, the nodes its profile shows, its cache mode."""
+    ort = c.side("ort")
+    if ort is None:
+        return None
+    return kernel_only(c.ratio, c.ratio_lo, c.ratio_hi, ort.replicates_ns or ort.median_ns, dispatch,
+                       nodes=len(ort.detail or []) or 1, cold=c.cache == "cold")
+
+
+def dispatch_heavy(k: dict | None) -> bool:
+    """A kernel_only answer whose dispatch is more than half of ORT's time (the † / ½ mark)."""
+    return bool(k) and k["dispatch_share"] > DISPATCH_HALF
+
+
 def kernel_only(ratio: float | None, lo: float | None, hi: float | None, ort_ns, dispatch: dict | None,
                 nodes: int = 1, cold: bool = False) -> dict | None:
     """The ours/ORT ratio with ORT's measured per-node dispatch taken out of ORT's time: ORT ran

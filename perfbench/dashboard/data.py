@@ -20,8 +20,6 @@ FLAGGED = ("regression", "possible", "numerics-broke")
 
 def _cell(c: m.Cell, dispatch: dict | None = None) -> dict:
     ours, ort = c.side("ours"), c.side("ort")
-    k = verdicts.kernel_only(c.ratio, c.ratio_lo, c.ratio_hi, (ort.replicates_ns or ort.median_ns) if ort else None,
-                             dispatch, nodes=len(ort.detail or []) or 1 if ort else 1, cold=c.cache == "cold")
     return {
         "case_id": c.case.case_id, "op": c.case.op, "params": c.case.params, "dtype": c.dtype, "threads": c.threads,
         "device": c.device, "cache": c.cache, "spin": c.spin, "numerics_only": c.numerics_only,
@@ -33,7 +31,7 @@ def _cell(c: m.Cell, dispatch: dict | None = None) -> dict:
         "ort_status": ort.status if ort else None, "ort_ns": ort.median_ns if ort else None,
         "ort_tp": ort.throughput if ort else None, "ort_path": (ort.path or None) if ort else None,
         "ort_dtype": ort.dtype if ort else None, "ort_share": ort.peak_share if ort else None,
-        "kernel_only": k,
+        "kernel_only": verdicts.kernel_only_of(c, dispatch),
     }
 
 

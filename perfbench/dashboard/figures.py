@@ -19,8 +19,7 @@ MARK_OVER = verdicts.OVER_CEILING  # a share of peak above 100%: the ceiling is 
 
 
 def dispatch_heavy(c: dict) -> bool:
-    k = c.get("kernel_only")
-    return bool(k) and k["dispatch_share"] > verdicts.DISPATCH_HALF
+    return verdicts.dispatch_heavy(c.get("kernel_only"))
 
 
 def over_ceiling(c: dict) -> bool:

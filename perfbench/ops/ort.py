@@ -22,6 +22,11 @@ IR_VERSION = 11
 _ELEM = {"f32": TensorProto.FLOAT, "int64": TensorProto.INT64, "int32": TensorProto.INT32, "bool": TensorProto.BOOL}
 
 
+def _elem(t: str, dtype: dtypes.DType) -> int:
+    """The ONNX element type of a GraphSpec type: "float" is the cell's dtype."""
+    return dtype.onnx if t == "float" else _ELEM[t]
+
+
 def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_names: bool = False) -> bytes:
     """`copies` identical nodes, every output a graph output (so ORT's common-subexpression
     elimination cannot merge them) and every copy reading its own graph inputs (so ORT cannot
@@ -29,7 +34,7 @@ def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_nam
     copy k is `<name>__k`, output j is `<name>__k`; Bound binds all copies to the same buffers.
     `plain_names` (one copy only): the spec's own names, for a model handed to people."""
     def elem(t):
-        return dtype.onnx if t == "float" else _ELEM[t]
+        return _elem(t, dtype)
 
     if plain_names and copies != 1:
         raise ValueError("plain_names needs copies == 1")
@@ -90,7 +95,7 @@ def build_floor_model(floor: GraphSpec, dtype: dtypes.DType) -> bytes:
     """floor_graph's model, named the way Bound binds one copy (`<name>__0`): every output an
     Identity of the first input of its type, or a Cast of the first input where none has it."""
     def elem(t):
-        return dtype.onnx if t == "float" else _ELEM[t]
+        return _elem(t, dtype)
 
     g_in = [helper.make_tensor_value_info(f"{n}__0", elem(t), [1]) for n, t, _ in floor.inputs]
     nodes, g_out = [], []

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perfbench.compare import verdicts
 from perfbench.errors import PerfbenchError
 from perfbench.kernels_ffi import wrappers
 
@@ -59,18 +60,6 @@ class Probe:
         return {"kind": self.kind, "threads": self.threads, "level": self.level, "working_set_bytes": self.ws,
                 "value": float(np.median(self.samples)), "samples": [float(v) for v in self.samples],
                 "unit": self.unit, "method": self.method}
-
-
-def level_of(ws: float, threads: int, l1: int | None, l2: int | None, l3: int | None) -> str:
-    """Where a working set split over `threads` cores lives: L1/L2 (private, per core) if it
-    fits 3/4 of theirs, L3 (shared) if it fits 3/4 of it, else DRAM."""
-    if l1 and ws <= 0.75 * l1 * threads:
-        return "L1"
-    if l2 and ws <= 0.75 * l2 * threads:
-        return "L2"
-    if l3 and ws <= 0.75 * l3:
-        return "L3"
-    return "DRAM"
 
 
 def ladder(threads: int, l3: int, dram: int) -> list[int]:
@@ -137,7 +126,7 @@ def probes(lib, thread_counts: list[int], l1: int | None, l2: int | None, l3: in
                              (lambda c=call, f=flops: (c, f[0]))))
         for ws in ladder(t, l3, dram):
             passes = max(1, READ_CALL_BYTES * t // ws)
-            level = "DRAM" if ws == dram else level_of(ws, t, l1, l2, l3)
+            level = "DRAM" if ws == dram else verdicts.cache_level(ws, t, l2, l3, l1)
             out.append(Probe("read", t, level, ws, "GB/s", "streaming read, 8 accumulators",
                              (lambda w=ws, p=passes, t=t: (wrappers.read_bandwidth(lib, buf[:w // 4], t, p), w * p))))
     return out, buf

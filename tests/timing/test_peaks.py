@@ -25,6 +25,32 @@ def model(p, v):
     return {"L1": 200.0, "L2": 100.0, "L3": 50.0, "DRAM": 10.0}[p.level] * p.threads
 
 
+def small_peaks(monkeypatch, adjust) -> None:
+    """peaks.measure on SMALL sizes with `adjust`, wherever the runner calls it."""
+    real = peaks.measure
+    monkeypatch.setattr(peaks, "measure", lambda lib, t, l2, l3, log=None, l1=None: real(
+        lib, t, SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"], target_ns=SMALL["target_ns"],
+        l1=SMALL["l1"], adjust=adjust))
+
+
+def host_in(store, lib):
+    """(facts, host id, build id) of a test host sized like SMALL, in `store`."""
+    facts = HostFacts(hostname="h", cpu_model="c", cores=2, os_family="Linux", l2_bytes=SMALL["l2"],
+                      l3_bytes=SMALL["l3"])
+    with store.session() as s:
+        host, build = repo.ensure_host(s, facts), repo.ensure_build(s, lib.info)
+        return facts, host.id, build.id
+
+
+class QuietUI:
+    def __init__(self):
+        self.warned = []
+
+    def info(self, m): pass
+
+    def warn(self, m): self.warned.append(m)
+
+
 def test_ladder_doubles_from_16k_to_twice_l3_then_dram_the_same_at_every_thread_count():
     assert peaks.ladder(1, 1 * MiB, 8 * MiB) == [16384 * 2**i for i in range(8)] + [8 * MiB]
     assert peaks.ladder(2, 1 * MiB, 8 * MiB) == peaks.ladder(24, 1 * MiB, 8 * MiB) == peaks.ladder(1, 1 * MiB, 8 * MiB)
@@ -32,11 +58,11 @@ def test_ladder_doubles_from_16k_to_twice_l3_then_dram_the_same_at_every_thread_
 
 
 def test_level_of_private_levels_scale_with_threads():
-    assert peaks.level_of(24 * 1024, 1, 32 * 1024, MiB, 8 * MiB) == "L1"
-    assert peaks.level_of(48 * 1024, 1, 32 * 1024, MiB, 8 * MiB) == "L2"
-    assert peaks.level_of(48 * 1024, 2, 32 * 1024, MiB, 8 * MiB) == "L1"
-    assert peaks.level_of(6 * MiB, 2, 32 * 1024, MiB, 8 * MiB) == "L3"
-    assert peaks.level_of(7 * MiB, 2, 32 * 1024, MiB, 8 * MiB) == "DRAM"
+    assert verdicts.cache_level(24 * 1024, 1, MiB, 8 * MiB, 32 * 1024) == "L1"
+    assert verdicts.cache_level(48 * 1024, 1, MiB, 8 * MiB, 32 * 1024) == "L2"
+    assert verdicts.cache_level(48 * 1024, 2, MiB, 8 * MiB, 32 * 1024) == "L1"
+    assert verdicts.cache_level(6 * MiB, 2, MiB, 8 * MiB, 32 * 1024) == "L3"
+    assert verdicts.cache_level(7 * MiB, 2, MiB, 8 * MiB, 32 * 1024) == "DRAM"
 
 
 def _r(kind, t, ws, v):
@@ -97,26 +123,10 @@ def test_a_persistently_bad_probe_refuses_the_set_and_stores_nothing(lib, tmp_pa
                       target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=broken)
 
     # through the runner: a run warns and goes on without peaks; `perfbench peaks` (force) raises
-    real = peaks.measure
-    monkeypatch.setattr(peaks, "measure", lambda lib, t, l2, l3, log=None, l1=None: real(
-        lib, t, SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"], target_ns=SMALL["target_ns"],
-        l1=SMALL["l1"], adjust=broken))
+    small_peaks(monkeypatch, broken)
     store = Store(f"sqlite:///{tmp_path / 'p.db'}")
-    facts = HostFacts(hostname="h", cpu_model="c", cores=2, os_family="Linux", l2_bytes=SMALL["l2"],
-                      l3_bytes=SMALL["l3"])
-    with store.session() as s:
-        host = repo.ensure_host(s, facts)
-        build = repo.ensure_build(s, lib.info)
-        hid, bid = host.id, build.id
-
-    class UI:
-        warned: list = []
-
-        def info(self, m): pass
-
-        def warn(self, m): self.warned.append(m)
-
-    ui = UI()
+    facts, hid, bid = host_in(store, lib)
+    ui = QuietUI()
     assert runner.ensure_peaks(store, hid, bid, lib, facts, ui) == []
     assert "goes on without shares of peak" in ui.warned[0]
     with pytest.raises(peaks.PeaksError):
@@ -216,25 +226,15 @@ def test_derive_divides_each_side_by_the_ceiling_at_its_own_bytes():
 
 
 def test_a_run_remeasures_a_peak_set_from_before_repeated_probes(lib, tmp_path, monkeypatch):
-    real = peaks.measure
-    monkeypatch.setattr(peaks, "measure", lambda lib, t, l2, l3, log=None, l1=None: real(
-        lib, t, SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"], target_ns=SMALL["target_ns"],
-        l1=SMALL["l1"], adjust=model))
+    small_peaks(monkeypatch, model)
     store = Store(f"sqlite:///{tmp_path / 'old.db'}")
-    facts = HostFacts(hostname="h", cpu_model="c", cores=2, os_family="Linux", l2_bytes=SMALL["l2"],
-                      l3_bytes=SMALL["l3"])
+    facts, hid, bid = host_in(store, lib)
     with store.session() as s:
-        host, build = repo.ensure_host(s, facts), repo.ensure_build(s, lib.info)
-        hid, bid = host.id, build.id
-        repo.store_peaks(s, host, build, [{"kind": "read", "threads": 2, "level": "L2", "working_set_bytes": MiB,
-                                           "value": 43.8, "unit": "GB/s", "method": "one shot", "isa": "avx2"}])
+        repo.store_peaks(s, s.get(repo.m.Host, hid), s.get(repo.m.Build, bid),
+                         [{"kind": "read", "threads": 2, "level": "L2", "working_set_bytes": MiB, "value": 43.8,
+                           "unit": "GB/s", "method": "one shot", "isa": "avx2"}])
 
-    class UI:
-        def info(self, m): pass
-
-        def warn(self, m): pass
-
-    rows = runner.ensure_peaks(store, hid, bid, lib, facts, UI())
+    rows = runner.ensure_peaks(store, hid, bid, lib, facts, QuietUI())
     assert rows and all(r["samples"] for r in rows) and 43.8 not in [r["value"] for r in rows]
-    assert runner.ensure_peaks(store, hid, bid, lib, facts, UI()) == rows  # now current: kept
+    assert runner.ensure_peaks(store, hid, bid, lib, facts, QuietUI()) == rows  # now current: kept
     store.dispose()
