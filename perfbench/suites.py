@@ -27,6 +27,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +48,14 @@ BLOCK_KEYS = {"op": str, "axes": dict, "quick": (dict, bool), "numerics": list, 
 CACHE_MODES = ("warm", "cold")
 SPIN_MODES = ("off", "on")
 DEVICES = ("cpu", "cuda")
+# The most cells one expansion (a `list` or a `run`, after --quick, overrides and --filter) may
+# have. The largest shipped suite has 588 (attention); 20,000 is 34 times that, far more than a
+# run measures in a day, and small enough to hold and list at once. Counted from the axis lengths
+# before any cell is made, so a suite of 10**9 cells is refused at once.
+MAX_SUITE_CELLS = 20_000
+# threads per cell: the kernels' thread pool runs at most this many (PB_MAX_THREADS in
+# native/cpu/common/pool.c; a call asking for more is refused)
+MAX_THREADS = 256
 DEFAULTS = {"dtypes": ["f32"], "threads": [1], "cache": ["warm"], "spin": ["off"], "devices": ["cpu"],
             "replicates": 8, "rounds": 3,
             "block_ms": 3.0, "timeout_s": 300.0, "seed": 20261129, "quick_replicates": 5,
@@ -108,8 +117,16 @@ class Suite:
         """The cells to measure, in suite order, and notes on what was skipped and why."""
         filters = filters or []
         filt.check_names(filters, self.axes())
+        for t in threads or []:
+            if int(t) > MAX_THREADS:
+                raise UsageError(f"threads={t}: more than the {MAX_THREADS} the kernels' thread pool runs: give at "
+                                 f"most {MAX_THREADS}")
         notes, cells, seen = [], [], set()
         skipped_threads = set()
+        plans, total = [], 0
+        # first the plan of every block and its cell count (the product of its value counts,
+        # each list cut to the values some filter can match): nothing is made before the count
+        # is known to be within MAX_SUITE_CELLS
         for b in self.blocks:
             op = ops.get(b.op)
             lists = {k: _norm_list(v) for k, v in b.axes.items()}
@@ -118,10 +135,6 @@ class Suite:
                     continue
                 if isinstance(b.quick, dict):
                     lists.update({k: _norm_list(v) for k, v in b.quick.items()})
-            names = list(lists)
-            cases = [op.make_case(dict(zip(names, combo)), f"{b.where}.{'quick' if quick else 'axes'}")
-                     for combo in itertools.product(*(lists[n] for n in names))]
-            numerics = [op.make_case(dict(v), f"{b.where}.numerics[{i}]") for i, v in enumerate(b.numerics)]
             dts = [dtypes.get(d).name for d in (dtypes_ or b.overrides.get("dtypes") or self.settings["dtypes"])]
             ths = [int(t) for t in (threads or b.overrides.get("threads") or self.settings["threads"])]
             cms = cache or b.overrides.get("cache") or self.settings["cache"]
@@ -132,11 +145,41 @@ class Suite:
                 if max_threads and t > max_threads:
                     skipped_threads.add(t)
             ths = [t for t in ths if not max_threads or t <= max_threads]
-            for case_list, numerics_only in ((cases, False), (numerics, True)):
+            cell_lists = {"device": dvs, "dtype": dts, "threads": ths, "cache": cms, "spin": sps}
+            params = set(op.param_names())
+            sweep = _prune(filters, op.name, params, {**lists, **cell_lists})
+            # numerics-only shapes are listed, not swept: only their cell fields are cut
+            num = _prune(filters, op.name, params, {k: cell_lists[k] for k in ("device", "dtype", "threads")})
+            n_sweep = math.prod(len(v) for v in sweep.values()) if sweep else 0
+            n_num = len(b.numerics) * math.prod(len(v) for v in num.values()) if num else 0
+            plans.append((b, op, lists, sweep, num, cms[0], sps[0], n_sweep + n_num))
+            total += n_sweep + n_num
+        if total > MAX_SUITE_CELLS:
+            big = max(plans, key=lambda x: x[-1])
+            block, op, sweep, count = big[0], big[1], big[3], big[-1]
+            axis, values = max(((k, v) for k, v in (sweep or {}).items() if k in op.param_names()),
+                               key=lambda kv: len(kv[1]), default=("dtype", ["f32"]))
+            raise UsageError(
+                f"{self.path}: suite {self.name!r} would expand to {total:,} cells"
+                + (" (after the filters)" if filters else "") + f", more than the {MAX_SUITE_CELLS:,} one list or "
+                f"run may have (its largest block, {block.where.removeprefix(str(self.path) + ': ')} ({op.name}), "
+                f"gives {count:,}: its axis value counts x dtypes x threads x cache x spin x devices): "
+                f"narrow it with --filter (e.g. --filter 'op={op.name} {axis}={values[0]}'), --quick, or give fewer "
+                "axis values in the file")
+        for b, op, lists, sweep, num, cache0, spin0, _ in plans:
+            names = list(lists)
+            cases = [op.make_case(dict(zip(names, combo)), f"{b.where}.{'quick' if quick else 'axes'}")
+                     for combo in itertools.product(*(sweep[n] for n in names))] if sweep else []
+            numerics = [op.make_case(dict(v), f"{b.where}.numerics[{i}]")
+                        for i, v in enumerate(b.numerics)] if num else []
+            for case_list, numerics_only, fields in ((cases, False, sweep), (numerics, True, num)):
+                if not fields:
+                    continue
+                # numerics do not depend on cache or spin: they run in the block's first modes
+                cms, sps = ([cache0], [spin0]) if numerics_only else (fields["cache"], fields["spin"])
                 for case in case_list:
-                    for dv, dt, t, c, s in itertools.product(dvs, dts, ths, cms, sps):
-                        if numerics_only and (c != cms[0] or s != sps[0]):
-                            continue  # numerics do not depend on cache or spin
+                    for dv, dt, t, c, s in itertools.product(fields["device"], fields["dtype"], fields["threads"],
+                                                              cms, sps):
                         cell = Cell(case, dt, t, c, s, dv, numerics_only)
                         if cell.key in seen or not filt.matches(filters, cell):
                             continue
@@ -151,6 +194,30 @@ def _norm_list(v) -> list:
     return v if isinstance(v, list) else [v]
 
 
+def _prune(filters: list, op_name: str, params: set, fields: dict) -> dict | None:
+    """Each field's values (an axis of the sweep, or a cell field: device, dtype, threads, cache,
+    spin) that some filter can still match, in their order: a superset of what filt.matches keeps
+    (terms on other fields and `id` are left to it). None when no filter can match at all."""
+    if not filters:
+        return fields
+    keep = {k: set() for k in fields}
+    live = False
+    for f in filters:
+        if any(t.field not in params and t.field not in filt.CELL_FIELDS for t in f.terms):
+            continue  # a term on an axis the op does not have never matches
+        if any(t.field == "op" and not t.match_value(op_name) for t in f.terms):
+            continue
+        mine = {k: {i for i, v in enumerate(vals) if all(t.match_value(v) for t in f.terms if t.field == k)}
+                for k, vals in fields.items()}
+        if all(mine.values()):
+            live = True
+            for k, idx in mine.items():
+                keep[k] |= idx
+    if not live:
+        return None
+    return {k: [v for i, v in enumerate(vals) if i in keep[k]] for k, vals in fields.items()}
+
+
 def _check_axes(axes: dict, where: str) -> None:
     for k, v in axes.items():
         if isinstance(v, list) and not v:
@@ -158,10 +225,26 @@ def _check_axes(axes: dict, where: str) -> None:
                              f"or remove {k} to use the op's default")
 
 
-def _validate_sweep(op, axes: dict, where: str) -> None:
+def _sweep_size(axes: dict) -> int:
+    return math.prod(len(_norm_list(v)) for v in axes.values())
+
+
+def _validate_sweep(op, axes: dict, where: str, budget: int) -> int:
+    """Check every case of the sweep (names, types, ranges, choices, cross-parameter rules, the
+    bytes cap) when it has at most `budget` cases; a larger one (a suite past MAX_SUITE_CELLS,
+    which expand refuses unless --filter narrows it) has its first case and each value checked,
+    the rest when expand makes them. Returns the cases checked."""
     lists = {k: _norm_list(v) for k, v in axes.items()}
-    for combo in itertools.product(*lists.values()):
-        op.make_case(dict(zip(lists, combo)), where)
+    n = _sweep_size(axes)
+    if n <= budget:
+        for combo in itertools.product(*lists.values()):
+            op.make_case(dict(zip(lists, combo)), where)
+        return n
+    op.make_case({k: v[0] for k, v in lists.items()}, where)
+    for k, values in lists.items():
+        for v in values:
+            op.param(k).check(v, where)
+    return 1
 
 
 def _check_keys(table: dict, allowed: dict, where: str) -> None:
@@ -198,6 +281,9 @@ def _check_common_lists(table: dict, where: str) -> None:
         for t in table["threads"]:
             if isinstance(t, bool) or not isinstance(t, int) or t < 1:
                 raise UsageError(f"{where}: threads must be positive integers, got {t!r}")
+            if t > MAX_THREADS:
+                raise UsageError(f"{where}: threads = {t} is more than the {MAX_THREADS} the kernels' thread pool "
+                                 f"runs: give at most {MAX_THREADS}")
     if "cache" in table:
         _check_list(table["cache"], CACHE_MODES, where, "cache")
     if "spin" in table:
@@ -247,6 +333,7 @@ def load(name_or_path: str) -> Suite:
     if not isinstance(blocks_raw, list) or not blocks_raw:
         raise UsageError(f"{where}: needs at least one [[ops]] block")
     suite = Suite(head["name"], path, hashlib.sha256(text.encode()).hexdigest()[:16], settings)
+    budget = MAX_SUITE_CELLS  # cases checked here at most; expand counts and refuses a larger suite
     for i, b in enumerate(blocks_raw):
         bw = f"{where}: ops[{i}]"
         _check_keys(b, BLOCK_KEYS, bw)
@@ -271,9 +358,9 @@ def load(name_or_path: str) -> Suite:
                       {k: b[k] for k in ("dtypes", "threads", "cache", "spin", "devices") if k in b}, bw)
         # validate every case now (names, types, ranges, choices): errors surface before any
         # build or measurement, labelled with where they are
-        _validate_sweep(op, axes, f"{bw}.axes")
+        budget -= _validate_sweep(op, axes, f"{bw}.axes", budget)
         if isinstance(quick, dict):
-            _validate_sweep(op, {**axes, **quick}, f"{bw}.quick")
+            budget -= _validate_sweep(op, {**axes, **quick}, f"{bw}.quick", budget)
         for j, shape in enumerate(numerics):
             op.make_case(dict(shape), f"{bw}.numerics[{j}]")
         suite.blocks.append(block)

@@ -4,12 +4,14 @@ file is a UsageError naming the file, the key and a fix (one fixture file per er
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from perfbench import filters, ops, suites
 from perfbench.errors import UsageError
+from tests.conftest import ROOT, cli_environ, perfbench_cmd
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "suites"
 ID_RE = re.compile(r"^[A-Za-z0-9_.=-]+$")
@@ -203,11 +205,15 @@ ERRORS = [
     ("quick_out_of_range.toml", "quick", r">= 1"),
     ("quick_empty_list.toml", "quick", r"at least one|remove|give|e\.g\."),
     ("numerics_unknown_param.toml", "numerics", r"did you mean 'keys'"),
+    # upper bounds (issue 25): heads = 10**12 passed the minimum-only check
+    ("heads_too_large.toml", "heads", r"<= 1024.*smaller heads"),
+    ("too_many_threads.toml", "threads", r"at most 256"),
 ]
 # values that are wrong must be quoted back to the user
 BAD_VALUES = {"wrong_type_threads.toml": "'two'", "bad_cache.toml": "'hot'", "bad_dtype.toml": "'f64'",
               "out_of_range.toml": "got 0", "bad_choice.toml": "'bshn'", "bad_block_spin.toml": "'fast'",
-              "quick_out_of_range.toml": "got 0", "numerics_unknown_param.toml": "'keyz'"}
+              "quick_out_of_range.toml": "got 0", "numerics_unknown_param.toml": "'keyz'",
+              "heads_too_large.toml": "got 1000000000000", "too_many_threads.toml": "1024"}
 
 
 def test_every_error_fixture_is_used():
@@ -248,3 +254,47 @@ def test_unknown_suite_name_lists_known_suites():
     assert "attention" in msg
     with pytest.raises(UsageError, match="did you mean 'attention'"):
         suites.load("atention")
+
+
+# ---- the cell cap (issue 25): counted from the axis lengths, before any cell is made ----
+
+TOO_MANY = ROOT / "tests" / "fixtures" / "too_many_cells.toml"
+
+
+def test_a_suite_past_the_cell_cap_is_refused_with_its_count():
+    s = suites.load(str(TOO_MANY))  # loads: --filter may still narrow it
+    with pytest.raises(UsageError) as ei:
+        s.expand()
+    msg = str(ei.value)
+    assert str(TOO_MANY) in msg and "270,000 cells" in msg, msg
+    assert f"{suites.MAX_SUITE_CELLS:,}" in msg and "--filter" in msg and "fewer axis values" in msg, msg
+    assert ei.value.exit_code == 2
+    # --filter narrows it to a size that expands: 30 heads x 30 queries x 1 keys at batch 1
+    cells, _ = s.expand(filters=[filters.parse("batch=1 keys=64")])
+    assert len(cells) == 30 * 30 and {c.case.p["batch"] for c in cells} == {1}
+    # a filter that keeps too much is refused with the filtered count
+    with pytest.raises(UsageError, match=r"27,000 cells \(after the filters\)"):
+        s.expand(filters=[filters.parse("keys=64")])
+
+
+def test_a_billion_cell_suite_is_refused_without_making_its_cells(tmp_path):
+    values = "[" + ", ".join(str(v) for v in range(1, 1001)) + "]"
+    p = tmp_path / "billion.toml"
+    p.write_text(f'[suite]\nname = "billion"\n[[ops]]\nop = "Softmax"\n'
+                 f"axes = {{ batch = {values}, heads = {values[:200]}], queries = {values}, keys = {values} }}\n")
+    s = suites.load(str(p))  # each value checked, not each of the cases
+    with pytest.raises(UsageError, match=r"would expand to [0-9,]{13,} cells") as ei:
+        s.expand()
+    assert ei.value.exit_code == 2
+
+
+def test_list_refuses_a_suite_past_the_cell_cap_with_exit_2(tmp_path):
+    env = cli_environ(tmp_path)
+    r = subprocess.run(perfbench_cmd() + ["list", "--suite", str(TOO_MANY)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "270,000 cells" in r.stderr and "--filter" in r.stderr and "Traceback" not in r.stderr
+    assert r.stdout == ""
+    r = subprocess.run(perfbench_cmd() + ["list", "--suite", str(FIXTURES / "heads_too_large.toml")], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "heads must be <= 1024, got 1000000000000" in r.stderr, r.stdout + r.stderr

@@ -10,9 +10,9 @@ import numpy as np
 from perfbench import dtypes, ops
 from perfbench.errors import UsageError
 from perfbench.node.load import Problem, input_dtype, input_shape, np_dtype
-from perfbench.ops.base import ELEM_TYPES, GraphSpec, NodeBinding, NodeInfo, NodeUnsupported, Op
+from perfbench.ops.base import ELEM_TYPES, MAX_CASE_BYTES, GraphSpec, NodeBinding, NodeInfo, NodeUnsupported, Op
 
-MAX_GENERATED_BYTES = 4 * 2**30
+MAX_GENERATED_BYTES = MAX_CASE_BYTES  # the cap on one case (perfbench.ops.base)
 SEED = 20261129
 
 

@@ -40,7 +40,7 @@ def shape_str(shape) -> str:
 
 
 def size(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+    return math.prod(int(n) for n in shape)  # exact: never a wrapped int64
 
 
 def gelu_erf64(v: np.ndarray) -> np.ndarray:

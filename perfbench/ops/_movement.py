@@ -5,6 +5,7 @@ maps)."""
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -38,7 +39,9 @@ def shape_str(shape) -> str:
 
 
 def prod(dims) -> int:
-    return int(np.prod(dims, dtype=np.int64)) if len(dims) else 1
+    """The exact product of the dimensions (Python integers: 2**32 x 2**32 is 2**64, never a
+    wrapped int64); 1 for no dimensions."""
+    return math.prod(int(d) for d in dims)
 
 
 # ---- Gather's embedding tables ---------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,6 +22,20 @@ from perfbench import dtypes, numerics
 from perfbench.errors import UsageError
 
 CASE_ID_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.=-")
+
+# The most bytes one case's tensors may take (every input and output of its graph, floats counted
+# at 2 bytes, the narrowest type we run: an f32 cell of the case takes up to twice this): 4 GiB,
+# the cap on what `perfbench node` generates (it imports this). A guard against absurd shapes
+# (a 10**12-head or 32 TiB case), not a memory budget: counted at f32 it refused an f16 Softmax
+# node of 32768 x 32768 (2 GiB in, 2 GiB out) that `node` ran before. Shipped suites stay far
+# below it (the largest, a 1 GiB Gather table, is about 1.05 GB).
+MAX_CASE_BYTES = 4 * 2**30
+# integer parameters end up in the kernels' int64 argument fields
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# bounds several ops share: attention heads (real models have at most 128) and the longest head
+# the attention kernels take (PB_ATT_MAX_HEAD in native/cpu/common/checks.h)
+MAX_HEADS = 1024
+MAX_ATTENTION_HEAD_SIZE = 1024
 
 
 @dataclass(frozen=True)
@@ -32,6 +47,7 @@ class Param:
     default: object = None  # None = required
     choices: tuple = ()
     minimum: int | None = None
+    maximum: int | None = None
     help: str = ""
 
     def check(self, value, where: str):
@@ -40,6 +56,12 @@ class Param:
                 raise UsageError(f"{where}: {self.name} must be an integer, got {value!r}")
             if self.minimum is not None and value < self.minimum:
                 raise UsageError(f"{where}: {self.name} must be >= {self.minimum}, got {value}")
+            if self.maximum is not None and value > self.maximum:
+                raise UsageError(f"{where}: {self.name} must be <= {self.maximum}, got {value}: give a smaller "
+                                 f"{self.name}" + (f" ({self.help})" if self.help else ""))
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise UsageError(f"{where}: {self.name}={value} does not fit in a 64-bit integer (the kernels' "
+                                 f"sizes are int64): give a value in [{INT64_MIN}, {INT64_MAX}]")
         elif self.kind is str:
             if not isinstance(value, str):
                 raise UsageError(f"{where}: {self.name} must be a string, got {value!r}")
@@ -227,10 +249,44 @@ class Op:
         cid = case.case_id
         if not set(cid) <= CASE_ID_CHARS or ".." in cid:
             raise UsageError(f"{where}: case id {cid!r} would contain characters outside [A-Za-z0-9_.=-] or '..'")
+        nbytes = self.case_bytes(case)
+        if nbytes > MAX_CASE_BYTES:
+            raise UsageError(f"{where}: case {cid} would allocate {nbytes:,} bytes ({nbytes / 2**30:,.1f} GiB) of "
+                             f"inputs and outputs at 2 bytes a float, more than the {MAX_CASE_BYTES / 2**30:.0f} GiB a case may "
+                             "take: use a smaller shape")
         return case
 
     def validate(self, case: Case, where: str) -> None:
         """Cross-parameter checks; raise UsageError."""
+
+    def dim_sizes(self, case: Case) -> dict:
+        """The size of each symbolic dimension (a str in a shape) of graph(case)."""
+        return {}
+
+    def case_bytes(self, case: Case) -> int:
+        """Bytes of every tensor one cell of `case` allocates, floats at the narrowest width we run
+        (2 bytes: f16/bf16; an f32 cell takes up to twice this):
+        each input and output of graph(case) (an output aliased to an input is that input's
+        buffer, counted once; Gather's shared table counts in full), as an exact Python integer.
+        make_case refuses a case above MAX_CASE_BYTES."""
+        graph = self.graph(case)
+        sizes = self.dim_sizes(case)
+        narrowest = min(d.itemsize for d in dtypes.ALL)
+
+        def nbytes(shape, typ) -> int:
+            dims = []
+            for d in shape:
+                if isinstance(d, str):
+                    if d not in sizes:
+                        raise RuntimeError(f"op {self.name}: graph dimension {d!r} has no size in dim_sizes()")
+                    d = sizes[d]
+                dims.append(int(d))
+            return math.prod(dims) * (narrowest if typ == "float" else ELEM_TYPES[typ].itemsize)
+
+        aliased = set(self.aliases(case))
+        total = sum(nbytes(i[2], i[1]) for i in graph.inputs if i[0])
+        return total + sum(nbytes(o[1], o[2] if len(o) > 2 else "float") for o in graph.outputs
+                           if o[0] and o[0] not in aliased)
 
     # ---- definition hashes (CONTRACTS §1) ----
     def timing_definition(self, case: Case, dtype: str, ort_dtype: str) -> str:

@@ -12,7 +12,18 @@ from perfbench.kernels_ffi import movement as mvk
 from perfbench.ops import _movement as mv
 from perfbench.ops import _node_helpers as nh
 from perfbench.ops import _reference as ref
-from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
+from perfbench.ops.base import (
+    MAX_HEADS,
+    Case,
+    GraphSpec,
+    Mutant,
+    NodeBinding,
+    NodeInfo,
+    NodeUnsupported,
+    Op,
+    Param,
+    register,
+)
 
 
 def _shape(case: Case, rows: int) -> tuple:
@@ -58,7 +69,7 @@ class Concat(Op):
     kernel = "concat"
     params = (
         Param("batch", int, 1, minimum=1, help="batch size B"),
-        Param("heads", int, None, minimum=1, help="KV heads N"),
+        Param("heads", int, None, minimum=1, maximum=MAX_HEADS, help="KV heads N"),
         Param("past", int, None, minimum=1, help="rows already in the cache P"),
         Param("new", int, 1, minimum=1, help="rows appended S (1 = decode)"),
         Param("head_size", int, None, minimum=1, help="head size H"),

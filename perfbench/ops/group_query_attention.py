@@ -18,7 +18,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import wrappers
 from perfbench.ops import _attention as att
-from perfbench.ops.base import Case, GraphSpec, Mutant, Op, Param, register
+from perfbench.ops.base import MAX_ATTENTION_HEAD_SIZE, MAX_HEADS, Case, GraphSpec, Mutant, Op, Param, register
 
 RAGGED_STEP = 37  # decode: batch row b holds 37*b fewer past tokens than row 0
 PROMPT_PAD_STEP = 5  # first prompt: batch row b is right-padded by 5*b tokens
@@ -156,9 +156,11 @@ class GroupQueryAttention(Op):
     params = (
         Param("batch", int, 1, minimum=1, help="batch size"),
         Param("seq", int, 1, minimum=1, help="new tokens per batch row (1 = decode; > 1 with past 0 = prefill)"),
-        Param("heads", int, None, minimum=1, help="query heads Nq"),
-        Param("kv_heads", int, None, minimum=1, help="key/value heads Nkv (Nq / Nkv query heads share one)"),
-        Param("head_size", int, None, minimum=8, help="head size H (a multiple of 8; of 16 with rotary)"),
+        Param("heads", int, None, minimum=1, maximum=MAX_HEADS, help="query heads Nq"),
+        Param("kv_heads", int, None, minimum=1, maximum=MAX_HEADS,
+              help="key/value heads Nkv (Nq / Nkv query heads share one)"),
+        Param("head_size", int, None, minimum=8, maximum=MAX_ATTENTION_HEAD_SIZE,
+              help="head size H (a multiple of 8; of 16 with rotary)"),
         Param("past", int, 0, minimum=0, help="past tokens of batch row 0 (0 = first prompt)"),
         Param("kv", str, "copy", choices=("copy", "shared"),
               help="present as a new tensor (copy) or past and present one buffer (shared)"),
@@ -203,6 +205,9 @@ class GroupQueryAttention(Op):
         return "compute" if case.p["seq"] > 1 else "memory"
 
     # ---- graph ----
+    def dim_sizes(self, case: Case) -> dict:
+        return {"past_capacity": _cap(case)}
+
     def _has_past(self, case: Case) -> bool:
         return case.p["kv"] == "shared" or case.p["past"] > 0
 

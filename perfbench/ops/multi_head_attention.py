@@ -15,7 +15,7 @@ from perfbench import dtypes
 from perfbench.errors import UsageError
 from perfbench.kernels_ffi import wrappers
 from perfbench.ops import _attention as att
-from perfbench.ops.base import Case, GraphSpec, Mutant, Op, Param, register
+from perfbench.ops.base import MAX_ATTENTION_HEAD_SIZE, MAX_HEADS, Case, GraphSpec, Mutant, Op, Param, register
 
 MASK_FILTER = -10000.0
 
@@ -106,8 +106,8 @@ class MultiHeadAttention(Op):
     params = (
         Param("batch", int, 1, minimum=1, help="batch size"),
         Param("seq", int, 1, minimum=1, help="query (and new key) tokens: 1 = decode"),
-        Param("heads", int, None, minimum=1, help="heads N"),
-        Param("head_size", int, None, minimum=1, help="head size H"),
+        Param("heads", int, None, minimum=1, maximum=MAX_HEADS, help="heads N"),
+        Param("head_size", int, None, minimum=1, maximum=MAX_ATTENTION_HEAD_SIZE, help="head size H"),
         Param("past", int, 0, minimum=0, help="past tokens in past_key/past_value (0 = none)"),
         Param("mask", int, 0, choices=(0, 1), help="key padding mask: row b masks its last 3 + 7*b keys"),
     )

@@ -19,6 +19,8 @@ than P+T, so the op's mask shapes always carry both (`mask_shape`)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from perfbench import dtypes
@@ -27,7 +29,18 @@ from perfbench.kernels_ffi import onnx_attn as kernels
 from perfbench.ops import _attention as att
 from perfbench.ops._onnx_attn import float_param, float_text
 from perfbench.ops._reference import evaluate_spec
-from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
+from perfbench.ops.base import (
+    MAX_HEADS,
+    Case,
+    GraphSpec,
+    Mutant,
+    NodeBinding,
+    NodeInfo,
+    NodeUnsupported,
+    Op,
+    Param,
+    register,
+)
 
 MASK_SHAPES = ("sk", "nsk", "b1sk", "bnsk")  # (S,T) (Nq,S,T) (B,1,S,T) (B,Nq,S,T), T = P + kv_seq
 
@@ -186,8 +199,9 @@ class OnnxAttention(Op):
         Param("seq", int, 1, minimum=1, help="query positions S (1 = decode)"),
         Param("kv_seq", int, 0, minimum=0, help="new keys/values T (0 = seq)"),
         Param("past", int, 0, minimum=0, help="past keys P (past_key/past_value inputs when > 0)"),
-        Param("heads", int, None, minimum=1, help="query heads Nq"),
-        Param("kv_heads", int, None, minimum=1, help="key/value heads Nkv (Nq / Nkv query heads share one)"),
+        Param("heads", int, None, minimum=1, maximum=MAX_HEADS, help="query heads Nq"),
+        Param("kv_heads", int, None, minimum=1, maximum=MAX_HEADS,
+              help="key/value heads Nkv (Nq / Nkv query heads share one)"),
         Param("head_size", int, None, minimum=1, help="head size H"),
         Param("layout", str, "4d", choices=("4d", "3d"), help="4-D (B,N,S,H) inputs or 3-D (B,S,N*H) with num_heads"),
         Param("causal", int, 0, choices=(0, 1), help="is_causal (bottom-right: query s sees keys <= P + s)"),
@@ -375,7 +389,7 @@ class OnnxAttention(Op):
             n += B * Nq * S * total
         mask = 0
         if case.p["mask"] != "none":
-            mask = int(np.prod(mask_shape(case))) * (1 if case.p["mask"] == "bool" else e)
+            mask = math.prod(mask_shape(case)) * (1 if case.p["mask"] == "bool" else e)
         return float(n * e + mask)
 
     # ---- perfbench node ----

@@ -17,7 +17,18 @@ from perfbench.errors import UsageError
 from perfbench.kernels_ffi import onnx_attn as kernels
 from perfbench.ops import _attention as att
 from perfbench.ops._reference import evaluate_spec
-from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register
+from perfbench.ops.base import (
+    MAX_HEADS,
+    Case,
+    GraphSpec,
+    Mutant,
+    NodeBinding,
+    NodeInfo,
+    NodeUnsupported,
+    Op,
+    Param,
+    register,
+)
 
 RAGGED_STEP = 37  # batch row b starts 37*b positions later than row 0
 
@@ -57,7 +68,10 @@ def positions(case: Case) -> np.ndarray:
 
 
 def _max_pos(case: Case) -> int:
-    return case.p["max_pos"] or int(positions(case).max()) + 4  # a few unused rows past the end
+    # without max_pos: the largest of positions (last batch row, last token) in exact integers, so
+    # huge batch or seq values meet the bytes cap instead of becoming a (batch, seq) array first
+    p = case.p
+    return p["max_pos"] or p["pos_offset"] + RAGGED_STEP * (p["batch"] - 1) + p["seq"] - 1 + 4  # a few unused rows
 
 
 def _cache_shape(case: Case) -> tuple:
@@ -148,7 +162,7 @@ class OnnxRotaryEmbedding(Op):
     params = (
         Param("batch", int, 1, minimum=1, help="batch size"),
         Param("seq", int, None, minimum=1, help="tokens per batch row (1 = decode)"),
-        Param("heads", int, None, minimum=1, help="heads N"),
+        Param("heads", int, None, minimum=1, maximum=MAX_HEADS, help="heads N"),
         Param("head_size", int, None, minimum=1, help="head size H"),
         Param("layout", str, "3d", choices=("3d", "4d"), help="input (B,S,N*H) with num_heads, or (B,N,S,H)"),
         Param("interleaved", int, 0, choices=(0, 1), help="rotate (x[2i], x[2i+1]) pairs instead of halves"),

@@ -9,7 +9,7 @@ import numpy as np
 from perfbench import dtypes
 from perfbench.kernels_ffi import wrappers
 from perfbench.ops import _attention as att
-from perfbench.ops.base import Case, GraphSpec, Mutant, Op, Param, register
+from perfbench.ops.base import MAX_HEADS, Case, GraphSpec, Mutant, Op, Param, register
 
 
 def _in_shape(case: Case) -> tuple:
@@ -107,7 +107,7 @@ class RotaryEmbedding(Op):
     params = (
         Param("batch", int, 1, minimum=1, help="batch size"),
         Param("seq", int, None, minimum=1, help="tokens per batch row (1 = decode)"),
-        Param("heads", int, None, minimum=1, help="attention heads N"),
+        Param("heads", int, None, minimum=1, maximum=MAX_HEADS, help="attention heads N"),
         Param("head_size", int, None, minimum=2, help="head size H (even)"),
         Param("layout", str, "bsnh", choices=("bsnh", "bnsh"), help="input (B,S,N*H) or (B,N,S,H)"),
         Param("interleaved", int, 0, choices=(0, 1), help="rotate (x[2i], x[2i+1]) pairs instead of halves"),
@@ -135,7 +135,10 @@ class RotaryEmbedding(Op):
         return (starts[:, None] + np.arange(p["seq"])[None, :]).astype(np.int64)
 
     def _max_pos(self, case: Case) -> int:
-        return int(self._positions(case).max()) + 1 + 3  # a few unused rows past the end
+        # the largest of _positions (last batch row, last token), in exact integers: huge batch or
+        # seq values are refused by the bytes cap, not turned into a (batch, seq) array first
+        p = case.p
+        return p["pos_offset"] + 37 * (p["batch"] - 1) + p["seq"] - 1 + 1 + 3  # a few unused rows past the end
 
     def graph(self, case: Case) -> GraphSpec:
         p = case.p

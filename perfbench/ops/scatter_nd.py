@@ -99,7 +99,8 @@ class ScatterND(Op):
     kernel = "scatter_nd"
     params = (
         Param("shape", str, None, help="data shape, dimensions joined by 'x' (KV cache: B x N x capacity x H)"),
-        Param("k", int, 0, minimum=0, help="index depth: axes each index tuple addresses (0 = rank - 1)"),
+        Param("k", int, 0, minimum=0, maximum=mv.MAX_RANK,
+              help="index depth: axes each index tuple addresses (0 = rank - 1)"),
         Param("updates", int, None, minimum=1, help="index tuples m (KV update: B x N x new tokens)"),
         Param("reduction", str, "none", choices=REDUCTIONS, help="how updates combine with data"),
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from perfbench import dtypes
@@ -9,6 +11,7 @@ from perfbench.errors import UsageError
 from perfbench.kernels_ffi import wrappers
 from perfbench.ops import _reference as ref
 from perfbench.ops.base import (
+    MAX_HEADS,
     Case,
     GraphSpec,
     Mutant,
@@ -70,7 +73,7 @@ class Softmax(Op):
     kernel = "softmax"
     params = (
         Param("batch", int, 1, minimum=1, help="batch size"),
-        Param("heads", int, None, minimum=1, help="attention heads"),
+        Param("heads", int, None, minimum=1, maximum=MAX_HEADS, help="attention heads"),
         Param("queries", int, None, minimum=1, help="query positions (1 = decode)"),
         Param("keys", int, None, minimum=1, help="keys per row: the softmax axis"),
     )
@@ -111,10 +114,10 @@ class Softmax(Op):
 
     def flops(self, case: Case) -> float:
         # max, subtract, exp (counted as 1), sum, scale: ~5 per element
-        return 5.0 * float(np.prod(_shape(case)))
+        return 5.0 * float(math.prod(_shape(case)))
 
     def bytes_moved(self, case: Case, dtype: dtypes.DType) -> float:
-        return 2.0 * float(np.prod(_shape(case))) * dtype.itemsize
+        return 2.0 * float(math.prod(_shape(case))) * dtype.itemsize
 
     node_types = (("", "Softmax"),)
 
@@ -137,9 +140,9 @@ class Softmax(Op):
             if axis != rank - 1:
                 raise NodeUnsupported(f"Softmax (opset {node.opset}) over axis {axis} of a rank-{rank} input: our "
                                       "kernel normalizes the last axis only")
-            rows, cols = int(np.prod(shape[:-1], dtype=np.int64)), shape[-1]
+            rows, cols = math.prod(shape[:-1]), shape[-1]
         else:
-            rows, cols = int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis:], dtype=np.int64))
+            rows, cols = math.prod(shape[:axis]), math.prod(shape[axis:])
         if rows < 1 or cols < 1:
             raise NodeUnsupported(f"Softmax of an empty input {shape}: nothing to compute")
         case = self.make_case({"batch": 1, "heads": 1, "queries": rows, "keys": cols}, "perfbench node")

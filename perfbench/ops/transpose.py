@@ -91,7 +91,7 @@ class Transpose(Op):
     def validate(self, case: Case, where: str) -> None:
         shape = mv.parse_shape(case.p["shape"], where)
         perm = case.p["perm"]
-        if not perm.isdigit() or sorted(int(c) for c in perm) != list(range(len(shape))):
+        if not (perm.isascii() and perm.isdigit()) or sorted(int(c) for c in perm) != list(range(len(shape))):
             raise UsageError(f"{where}: perm={perm!r} must be a permutation of 0..{len(shape) - 1} (one digit per axis "
                              f"of shape {case.p['shape']})")
 
