@@ -11,22 +11,32 @@ On import, host classes, hosts, builds and cases already in the database are reu
 natural keys (host class key; hostname + host class; build id; case id + timing hash) and left
 as they are; peak batches already there are skipped. A run already there (same suite, start
 time, host and build) is refused, naming its id.
+
+A bundle is input from outside: before anything is written, every value is checked against its
+column (type, range, finite where required, enumerated values) and every case is made again by
+its op, which must give the same case id (bundle_check.py). A refusal is a BundleError (exit 2)
+naming where, e.g. `cells[3].threads: expected an integer in 1..256, got 'abc'`. A bundle file
+larger than MAX_BUNDLE_BYTES is refused before it is read.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import datetime
 
 from sqlalchemy import JSON, DateTime, Float, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from perfbench import SCHEMA_VERSION
-from perfbench.errors import UsageError
+from perfbench.store import bundle_check, repo
 from perfbench.store import models as m
-from perfbench.store import repo
+from perfbench.store.bundle_check import BundleError, show
 
 BUNDLE_VERSION = 1
+# the largest bundle file `perfbench import` reads: the largest shipped suite (attention, 588
+# cells at 8 replicates x 3 rounds) exports about 3 MB, a run at MAX_SUITE_CELLS (20,000) cells
+# about 100 MB; a larger file is refused before it is read (parsed, it takes ~10x its size)
+MAX_BUNDLE_BYTES = 512 * 1024**2
 KEYS = ("perfbench_bundle", "schema_version", "run", "host_class", "host", "build", "peaks", "cases", "cells")
 
 # columns that are database ids or links by id: never exported, rebuilt on import
@@ -42,23 +52,9 @@ _SKIP = {
 }
 
 
-class BundleError(UsageError):
-    """A bundle that cannot be imported (exit status 2)."""
-
-
 def _enc_float(v):
     if isinstance(v, float) and not math.isfinite(v):
         return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-    return v
-
-
-def _dec_float(v, where):
-    if isinstance(v, str):
-        if v in ("inf", "-inf", "nan"):
-            return float(v)
-        raise BundleError(f"{where}: expected a number, got {v!r}")
-    if v is not None and not isinstance(v, (int, float)):
-        raise BundleError(f"{where}: expected a number, got {v!r}")
     return v
 
 
@@ -69,16 +65,6 @@ def _enc_json(v):
         return {k: _enc_json(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_enc_json(x) for x in v]
-    return v
-
-
-def _dec_json(v):
-    if isinstance(v, dict):
-        if set(v) == {"$float"} and v["$float"] in ("inf", "-inf", "nan"):
-            return float(v["$float"])
-        return {k: _dec_json(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_dec_json(x) for x in v]
     return v
 
 
@@ -118,17 +104,8 @@ def _load(model, data, where: str) -> dict:
             if not col.nullable:
                 raise BundleError(f"{where}: {col.key!r} must not be null")
             out[col.key] = None
-        elif isinstance(col.type, DateTime):
-            try:
-                out[col.key] = datetime.fromisoformat(v)
-            except (TypeError, ValueError):
-                raise BundleError(f"{where}: {col.key!r} is not an ISO date and time: {v!r}") from None
-        elif isinstance(col.type, Float):
-            out[col.key] = _dec_float(v, f"{where}.{col.key}")
-        elif isinstance(col.type, JSON):
-            out[col.key] = _dec_json(v)
         else:
-            out[col.key] = v
+            out[col.key] = bundle_check.value(col, v, f"{where}.{col.key}")
     return out
 
 
@@ -165,25 +142,75 @@ def check(bundle) -> None:
     if not isinstance(bundle, dict) or "perfbench_bundle" not in bundle:
         raise BundleError("not a perfbench bundle (no 'perfbench_bundle' key); write one with `perfbench export`")
     if bundle["perfbench_bundle"] != BUNDLE_VERSION:
-        raise BundleError(f"bundle format version {bundle['perfbench_bundle']!r} is not supported "
+        raise BundleError(f"bundle format version {show(bundle['perfbench_bundle'])} is not supported "
                           f"(this perfbench reads version {BUNDLE_VERSION})")
     sv = bundle.get("schema_version")
     if not isinstance(sv, int) or isinstance(sv, bool):
-        raise BundleError(f"missing or bad key 'schema_version': {sv!r}")
+        raise BundleError(f"missing or bad key 'schema_version': {show(sv)}")
     if sv > SCHEMA_VERSION:
         raise BundleError(f"bundle schema version {sv} is newer than this perfbench's ({SCHEMA_VERSION}); "
                           "upgrade perfbench to import it")
     missing = [k for k in KEYS if k not in bundle]
     if missing:
         raise BundleError(f"missing key(s): {', '.join(missing)}")
-    for k in ("peaks", "cases", "cells"):
-        if not isinstance(bundle[k], list):
+    for k in ("peaks", "cases", "cells", "builds"):
+        if not isinstance(bundle[k] if bundle.get(k) is not None else [], list):
             raise BundleError(f"key {k!r} must be a list")
 
 
-def _ensure_build(s: Session, row: dict, where: str) -> m.Build:
-    vals = _load(m.Build, row, where)
-    b = s.scalar(select(m.Build).where(m.Build.build_id == vals.get("build_id")))
+def read(bundle) -> dict:
+    """Every row of the bundle checked and converted (bundle_check), before anything is written:
+    what import_bundle writes. Raises BundleError naming the first bad value."""
+    check(bundle)
+    out = {"host_class": _load(m.HostClass, bundle["host_class"], "host_class"),
+           "host": _load(m.Host, bundle["host"], "host"),
+           "builds": [_load(m.Build, bundle["build"], "build")]
+           + [_load(m.Build, row, f"builds[{i}]") for i, row in enumerate(bundle.get("builds") or [])],
+           "run": _load(m.Run, bundle["run"], "run"), "peaks": [], "cases": [], "cells": []}
+    build_ids = {b["build_id"] for b in out["builds"]}
+    for i, row in enumerate(bundle["peaks"]):
+        vals = _load(m.Peak, row, f"peaks[{i}]")
+        bundle_check.check_peak(vals, f"peaks[{i}]")
+        if not isinstance(row.get("build"), str) or row["build"] not in build_ids:
+            raise BundleError(f"peaks[{i}]: build {show(row.get('build'))} is not in the bundle")
+        out["peaks"].append((vals, row["build"]))
+    case_keys = set()
+    for i, row in enumerate(bundle["cases"]):
+        vals = _load(m.Case, row, f"cases[{i}]")
+        vals["op"], vals["params"] = bundle_check.rebuild_case(vals, f"cases[{i}]")
+        out["cases"].append(vals)
+        case_keys.add((vals["case_id"], vals["timing_hash"]))
+    cell_keys: dict[tuple, int] = {}
+    for i, row in enumerate(bundle["cells"]):
+        where = f"cells[{i}]"
+        vals = _load(m.Cell, row, where)
+        key = row.get("case")
+        key = tuple(key) if isinstance(key, list) and len(key) == 2 and all(isinstance(x, str) for x in key) else None
+        if key not in case_keys:
+            raise BundleError(f"{where}: case {show(row.get('case'))} is not among the bundle's cases")
+        if vals["timing_hash"] != key[1]:
+            raise BundleError(f"{where}: timing_hash {vals['timing_hash']} is not its case's ({key[1]})")
+        ck = (key, vals["dtype"], vals["threads"], vals["device"], vals["cache"], vals["spin"])
+        if ck in cell_keys:
+            raise BundleError(f"{where}: the same cell as cells[{cell_keys[ck]}] ({key[0]} {vals['dtype']} "
+                              f"threads={vals['threads']} {vals['device']} {vals['cache']} spin={vals['spin']})")
+        cell_keys[ck] = i
+        ms = row.get("measurements")
+        if not isinstance(ms, list):
+            raise BundleError(f"{where}: missing key 'measurements'")
+        mvals = [_load(m.Measurement, mr, f"{where}.measurements[{j}]") for j, mr in enumerate(ms)]
+        impls = [mv["impl"] for mv in mvals]
+        if len(set(impls)) != len(impls):
+            raise BundleError(f"{where}: more than one measurement of the same side ({', '.join(impls)})")
+        for j, mv in enumerate(mvals):
+            bundle_check.check_measurement(mv, f"{where}.measurements[{j}]")
+        bundle_check.check_cell(vals, mvals, where)
+        out["cells"].append((vals, key, mvals))
+    return out
+
+
+def _ensure_build(s: Session, vals: dict) -> m.Build:
+    b = s.scalar(select(m.Build).where(m.Build.build_id == vals["build_id"]))
     if b is None:
         b = m.Build(**vals)
         s.add(b)
@@ -191,29 +218,39 @@ def _ensure_build(s: Session, row: dict, where: str) -> m.Build:
     return b
 
 
-def import_bundle(s: Session, bundle: dict) -> int:
-    """Write a bundle into the database of session `s`; the new run's id. The caller commits
-    (or rolls back on any error: nothing is written partially)."""
-    check(bundle)
-    hc_vals = _load(m.HostClass, bundle["host_class"], "host_class")
+def import_bundle(s: Session, bundle: dict, rows: dict | None = None) -> int:
+    """Write a bundle into the database of session `s`; the new run's id. Every value is checked
+    first (`rows`: read(bundle) when the caller has it); the caller commits (or rolls back on any
+    error: nothing is written partially)."""
+    data = read(bundle) if rows is None else rows
+    try:
+        return _write(s, data)
+    except DBAPIError as e:  # a constraint the checks above did not foresee: what collided, not the SQL
+        why = str(e.orig).strip().splitlines()[0] if e.orig is not None else type(e).__name__
+        raise BundleError(f"the database refused the bundle ({type(e).__name__}: {why[:200]}); nothing "
+                          "imported") from None
+
+
+def _write(s: Session, data: dict) -> int:
+    hc_vals = data["host_class"]
     hc = s.scalar(select(m.HostClass).where(m.HostClass.key == hc_vals["key"]))
     if hc is None:
         hc = m.HostClass(**hc_vals)
         s.add(hc)
         s.flush()
-    host_vals = _load(m.Host, bundle["host"], "host")
-    host = s.scalar(select(m.Host).where(m.Host.hostname == host_vals.get("hostname"), m.Host.host_class_id == hc.id))
+    host_vals = data["host"]
+    host = s.scalar(select(m.Host).where(m.Host.hostname == host_vals["hostname"], m.Host.host_class_id == hc.id))
     if host is None:
         host = m.Host(host_class_id=hc.id, **host_vals)
         s.add(host)
         s.flush()
-    build = _ensure_build(s, bundle["build"], "build")
-    builds = {build.build_id: build}
-    for i, row in enumerate(bundle.get("builds") or []):
-        b = _ensure_build(s, row, f"builds[{i}]")
-        builds[b.build_id] = b
+    builds = {}
+    for vals in data["builds"]:
+        b = _ensure_build(s, vals)
+        builds.setdefault(b.build_id, b)
+    build = builds[data["builds"][0]["build_id"]]
 
-    run_vals = _load(m.Run, bundle["run"], "run")
+    run_vals = data["run"]
     dup = s.scalar(select(m.Run).where(m.Run.suite == run_vals["suite"], m.Run.started_at == run_vals["started_at"],
                                        m.Run.host_id == host.id, m.Run.build_id == build.id))
     if dup is not None:
@@ -221,41 +258,25 @@ def import_bundle(s: Session, bundle: dict) -> int:
                           "and build); nothing imported")
 
     seen_batches: dict[str, bool] = {}
-    for i, row in enumerate(bundle["peaks"]):
-        vals = _load(m.Peak, row, f"peaks[{i}]")
-        batch = vals.get("batch")
+    for vals, build_key in data["peaks"]:
+        batch = vals["batch"]
         if batch not in seen_batches:
             seen_batches[batch] = s.scalar(select(m.Peak.id).where(m.Peak.host_id == host.id, m.Peak.batch == batch)
                                            .limit(1)) is not None
-        if seen_batches[batch]:
-            continue
-        pb = builds.get(row.get("build"))
-        if pb is None:
-            raise BundleError(f"peaks[{i}]: build {row.get('build')!r} is not in the bundle")
-        s.add(m.Peak(host_id=host.id, build_id=pb.id, **vals))
+        if not seen_batches[batch]:
+            s.add(m.Peak(host_id=host.id, build_id=builds[build_key].id, **vals))
 
     cases = {}
-    for i, row in enumerate(bundle["cases"]):
-        vals = _load(m.Case, row, f"cases[{i}]")
+    for vals in data["cases"]:
         c = repo.ensure_case(s, vals["case_id"], vals["op"], vals["params"], vals["timing_hash"])
         cases[(c.case_id, c.timing_hash)] = c
 
     run = m.Run(host_id=host.id, host_class_id=hc.id, build_id=build.id, **run_vals)
     s.add(run)
     s.flush()
-    for i, row in enumerate(bundle["cells"]):
-        where = f"cells[{i}]"
-        vals = _load(m.Cell, row, where)
-        key = row.get("case")
-        case = cases.get(tuple(key)) if isinstance(key, list) and len(key) == 2 else None
-        if case is None:
-            raise BundleError(f"{where}: case {key!r} is not among the bundle's cases")
-        cell = m.Cell(run_id=run.id, case_pk=case.id, **vals)
-        ms = row.get("measurements")
-        if not isinstance(ms, list):
-            raise BundleError(f"{where}: missing key 'measurements'")
-        cell.measurements = [m.Measurement(**_load(m.Measurement, mr, f"{where}.measurements[{j}]"))
-                             for j, mr in enumerate(ms)]
+    for vals, key, mvals in data["cells"]:
+        cell = m.Cell(run_id=run.id, case_pk=cases[key].id, **vals)
+        cell.measurements = [m.Measurement(**mv) for mv in mvals]
         s.add(cell)
     s.flush()
     return run.id
