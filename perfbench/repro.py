@@ -12,7 +12,8 @@ DIR/cell.json                      the cell key, run, verdict, ratio, tolerances
 The inputs are regenerated from the op's generator and the cell's seed; if the op's timing
 definition (which covers the input generator) changed since the run, the bytes would differ and
 repro refuses. Everything is built in memory first and written to a temporary folder renamed into
-place, so a failure leaves no half-written folder.
+place, so a failure leaves no half-written folder. DIR may be a symlink to an empty folder: that
+folder is the one replaced (the link keeps pointing at the result); a link to nothing is refused.
 """
 
 from __future__ import annotations
@@ -56,8 +57,21 @@ def _tensor(name: str, arr: np.ndarray) -> onnx.TensorProto:
     return numpy_helper.from_array(np.ascontiguousarray(arr), name)
 
 
+def _folder(out: Path) -> Path:
+    """Where the repro folder goes. -o naming a symlink to a folder: the folder it points to (the
+    user named the link; it must be empty like any other). A symlink to nothing or to a file is a
+    UsageError, never a traceback."""
+    if not out.is_symlink():
+        return out
+    if not out.is_dir():
+        raise UsageError(f"{out} is a symbolic link to {os.readlink(out)}, which is not a folder: give -o a new "
+                         "or empty folder")
+    return Path(os.path.realpath(out))
+
+
 def write(cell: m.Cell, out: Path) -> dict:
     """Write the repro folder for `cell`; returns what was written."""
+    out = _folder(Path(out))
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} exists and is not an empty folder: repro writes a new folder, never over files")
     op = ops.get(cell.case.op)

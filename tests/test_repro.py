@@ -143,3 +143,19 @@ def test_a_changed_definition_and_a_typo_are_refused(db, cli_env, tmp_path):
     assert not (tmp_path / "stale").exists()  # nothing half-written
     r = pb(cli_env, db, "1", "--filter", "op=Softmax key=4096", "-o", str(tmp_path / "typo"))
     assert r.returncode == 2 and "did you mean 'keys'" in r.stderr
+
+
+def test_a_symlink_to_an_empty_folder_is_written_through_and_a_dangling_one_refused(db, cli_env, tmp_path):
+    """Issue 25: -o naming a symlink to an empty folder ended in a traceback. The user named the
+    link: the folder it points to becomes the repro folder; a link to nothing is a clear error."""
+    target = tmp_path / "target"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    r = pb(cli_env, db, "1", "--filter", "op=Softmax heads=32 keys=4096", "-o", str(tmp_path / "link"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "link").is_symlink() and (target / "model.onnx").is_file()
+    assert (tmp_path / "link" / "test_data_set_0" / "input_0.pb").is_file()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    r = pb(cli_env, db, "1", "--filter", "op=Softmax heads=32 keys=4096", "-o", str(tmp_path / "dangling"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "symbolic link" in r.stderr, r.stderr
+    assert not (tmp_path / "nowhere").exists()

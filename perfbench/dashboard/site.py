@@ -4,17 +4,21 @@ page loads it by a relative path: the site works offline and from file://, no CD
 
 Each page records, for tests and for anyone curious, how many figures it has, how many it drew
 (an SVG with at least one trace or heatmap), which came out empty, and every script error or
-console.error, as JSON in `<pre id="pb-check" hidden>` (see CHECK_JS and DRAW_JS)."""
+console.error, as JSON in `<pre id="pb-check" hidden>` (see CHECK_JS and DRAW_JS).
+
+Every page carries SIGNATURE in its head and every folder the site creates (assets/, a host
+folder) a signed perfbench.outdir.FOLDER_SIGN file: the proof that a later run may remove it."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
+from perfbench import outdir
 from perfbench.compare import verdicts, views
 from perfbench.compare.render import fmt_by_path, fmt_ns
 from perfbench.dashboard import figures as fig
@@ -78,6 +82,7 @@ def host_dir(key: str) -> str:
 
 
 MARKER = ".perfbench-dashboard"  # in a folder this command wrote: its contents may be replaced
+SIGNATURE = '<meta name="generator" content="perfbench dashboard">'  # in every page's head, and FOLDER_SIGN
 
 
 class Page:
@@ -93,7 +98,7 @@ class Page:
         self.parts.append(f'<div class="fig" id="{fid}"></div>')
 
     def render(self, nav: str, asset_prefix: str) -> str:
-        return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(self.title)}</title>"
+        return (f"<!doctype html><html lang=en><head><meta charset=utf-8>{SIGNATURE}<title>{esc(self.title)}</title>"
                 f"<style>{CSS}</style>{CHECK_JS}<script src=\"{asset_prefix}assets/plotly.min.js\"></script></head>"
                 f"<body><header>{nav}</header><main><h1>{esc(self.title)}</h1>{''.join(self.parts)}</main>"
                 f'<pre id="pb-check" hidden></pre>'
@@ -259,34 +264,43 @@ def tickets_page(host: dict, ops: list[str]) -> Page:
     return p
 
 
-def _prepare(out: Path) -> list:
+# what this command writes at the top of its folder, the only names its marker may have it remove:
+# pages (one host class) and index.html; assets/ and host folders (host_dir, several host classes).
+# A name is not proof (a user's op-notes.html or release-20240101/ matches): an entry is removed only
+# if it also carries SIGNATURE (outdir.own_path)
+OWN_FILES = re.compile(r"(index|overview|trends|roofline|tickets)\.html|op-[a-z0-9-]+\.html")
+OWN_FOLDERS = re.compile(r"assets|[a-z0-9-]{1,40}-[0-9a-f]{8}")
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _prepare(out: Path) -> tuple[list, list]:
     """A new or empty folder, or one this command wrote before: then the files and folders it
     listed in the marker are removed (so pages of ops, runs or hosts no longer in the database do
     not linger) and nothing else is touched (.git, CNAME, your own files). Anything else is refused.
-    Returns the list to fill with what this run writes."""
+
+    The marker is untrusted (a published site branch or a shared folder may carry a planted one):
+    an entry is removed only if it is one of the names this command writes (OWN_FILES,
+    OWN_FOLDERS) at the top of the folder, with no symlink on the way, and carries our signature
+    (a page with SIGNATURE in its head; a folder with a signed outdir.FOLDER_SIGN in it), see
+    perfbench.outdir.own_path. A marker that is not JSON {"written": [names]} lists nothing (a
+    warning; nothing removed, the site is written over it). Returns the list to fill with what
+    this run writes, and the (entry, why) left alone: write_site reports those it did not write
+    over (a page from a version before signatures, or a user's own file or folder)."""
     from perfbench.errors import UsageError
 
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out} is a file: give -o a folder")
+    outdir.ensure_folder(out)  # a file or a link to no folder: UsageError
     marker = out / MARKER
-    if out.exists() and any(out.iterdir()):
+    left: list = []
+    if any(out.iterdir()):
         if not marker.exists():
             raise UsageError(f"{out} is not empty and has no {MARKER} file (what `perfbench dashboard` leaves in a "
                              "folder it wrote): choose a new or empty folder")
-        try:
-            listed = json.loads(marker.read_text()).get("written", [])
-        except (ValueError, AttributeError):
-            listed = []
-        for rel in listed:
-            target = out / rel
-            if ".." in Path(rel).parts or target.is_symlink():
-                continue
-            if target.is_dir():
-                shutil.rmtree(target, ignore_errors=True)
-            elif target.is_file():
-                target.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-    return []
+        left = outdir.prune(out, outdir.read_marker(marker, _warn), set(), OWN_FILES, OWN_FOLDERS,
+                            signature=SIGNATURE).left
+    return [], left
 
 
 def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
@@ -294,17 +308,15 @@ def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
     import plotly.offline
 
     t0 = time.perf_counter()
-    written = _prepare(out)
-    (out / "assets").mkdir(exist_ok=True)
+    written, left = _prepare(out)
+    outdir.own_folder(out / "assets", SIGNATURE, _warn)
     written.append("assets")
-    js = out / "assets" / "plotly.min.js"
-    js.write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
+    outdir.write_text(out / "assets" / "plotly.min.js", plotly.offline.get_plotlyjs())
     multi = len(hosts) > 1
     pages = figs = 0
     host_links = []
     for host in hosts:
-        hdir = out / host_dir(host["key"]) if multi else out
-        hdir.mkdir(exist_ok=True)
+        hdir = outdir.own_folder(out / host_dir(host["key"]), SIGNATURE, _warn) if multi else out
         if multi:
             written.append(hdir.name)
         prefix = "../" if multi else ""
@@ -313,7 +325,7 @@ def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
 
         def emit(name: str, page: Page, hdir=hdir, host=host, ops=ops, prefix=prefix) -> None:
             nonlocal pages, figs
-            (hdir / name).write_text(page.render(_nav(host, name, ops, multi), prefix), encoding="utf-8")
+            outdir.write_text(hdir / name, page.render(_nav(host, name, ops, multi), prefix))
             if not multi:
                 written.append(name)
             pages += 1
@@ -344,9 +356,11 @@ def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
         runs = ", ".join(f"{esc(s)}: run {r['id']} ({r['started_at']:%Y-%m-%d})" for s, r in sorted(latest.items()))
         index.add(f'<p><a href="{href}">{esc(host["key"])}</a> — {len(host["runs"])} runs; latest {runs or "none"}; '
                   f"{len(host['tickets'])} open tickets</p>")
-    (out / "index.html").write_text(index.render("", ""), encoding="utf-8")
+    outdir.write_text(out / "index.html", index.render("", ""))
     written.append("index.html")
-    (out / MARKER).write_text(json.dumps({"written_by": "perfbench dashboard", "written": sorted(set(written))},
-                                         indent=1) + "\n")
+    outdir.write_marker(out / MARKER, "perfbench dashboard", written)
+    for rel, why in left:  # an entry written over by this run needs no word
+        if not (isinstance(rel, str) and rel in written):
+            _warn(f"warning: not removing {rel!r} listed in {out / MARKER}: {why}")
     pages += 1
     return {"pages": pages, "figures": figs, "seconds": time.perf_counter() - t0, "index": str(out / "index.html")}

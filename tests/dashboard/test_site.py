@@ -13,6 +13,8 @@ from datetime import timedelta
 
 import pytest
 
+from perfbench import outdir
+from perfbench.dashboard.site import SIGNATURE
 from perfbench.store import models as m
 from perfbench.store import repo
 from perfbench.tickets import lifecycle
@@ -169,8 +171,8 @@ def test_the_output_folder_is_ours_or_empty(site, tmp_path, cli_env, store):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "has no .perfbench-dashboard file" in r.stderr
     assert (other / "notes.txt").read_text() == "keep me"
-    # a page this command wrote, for an op no longer in the database, goes; a file of yours stays
-    (site / "op-gone.html").write_text("a page of an op no longer in the database")
+    # a page this command wrote (signed), for an op no longer in the database, goes; a file of yours stays
+    shutil.copy(site / "op-softmax.html", site / "op-gone.html")
     marker = site / ".perfbench-dashboard"
     listed = json.loads(marker.read_text())
     marker.write_text(json.dumps({**listed, "written": listed["written"] + ["op-gone.html"]}))
@@ -179,3 +181,146 @@ def test_the_output_folder_is_ours_or_empty(site, tmp_path, cli_env, store):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and not (site / "op-gone.html").exists() and (site / "overview.html").exists()
     assert (site / "CNAME").read_text() == "example.org"
+
+
+# ---- issue 25: the output folder's marker and symlinks (a planted marker deletes nothing else) ----
+
+def dashboard(cli_env, out, db):
+    return subprocess.run(perfbench_cmd() + ["dashboard", "-o", str(out), "--db", db], env=cli_env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture()
+def planted(tmp_path):
+    """A folder someone else prepared for `-o`: a marker (filled in by each test), the user's .git,
+    CNAME and notes, a symlink to a folder outside, and a victim file outside."""
+    out = tmp_path / "site"
+    (out / ".git").mkdir(parents=True)
+    (out / ".git" / "config").write_text("[core]")
+    (out / "CNAME").write_text("example.org")
+    (out / "notes.txt").write_text("mine")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "a.txt").write_text("outside")
+    (outside / "overview.html").write_text("outside page")
+    (out / "link").symlink_to(outside)
+    (out / "op-x.html").symlink_to(outside / "overview.html")
+    victim = tmp_path / "victim"
+    victim.write_text("victim")
+    return out, outside, victim
+
+
+@pytest.mark.parametrize("entries", [
+    pytest.param(["{victim}"], id="absolute"),
+    pytest.param(["."], id="dot"),
+    pytest.param([""], id="empty"),
+    pytest.param(["link/a.txt", "link/overview.html", "link"], id="through-a-symlink"),
+    pytest.param(["op-x.html"], id="our-name-but-a-symlink"),
+    pytest.param(["notes.txt", "CNAME", ".git", "../victim"], id="not-ours"),
+    pytest.param([5, None, ["x"], {"a": 1}, "index.html"], id="non-string"),
+])
+def test_a_planted_marker_removes_nothing_but_our_own_files(planted, entries, cli_env, db_url):
+    out, outside, victim = planted
+    listed = [e.format(victim=victim) if isinstance(e, str) else e for e in entries]
+    (out / ".perfbench-dashboard").write_text(json.dumps({"written": listed}))
+    r = dashboard(cli_env, out, db_url)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert victim.read_text() == "victim" and (out / ".git" / "config").read_text() == "[core]"
+    assert (out / "CNAME").read_text() == "example.org" and (out / "notes.txt").read_text() == "mine"
+    assert (outside / "a.txt").read_text() == "outside" and (out / "link").is_symlink()
+    assert (outside / "overview.html").read_text() == "outside page"
+    assert (out / "index.html").is_file() and (out / "assets" / "plotly.min.js").is_file()
+    assert "warning: not removing" in r.stderr
+
+
+@pytest.mark.parametrize("marker", ["not json", "[1, 2]", '{"written": "index.html"}', '{"written": {"a": 1}}'])
+def test_a_malformed_marker_lists_nothing(planted, marker, cli_env, db_url):
+    out, _, _ = planted
+    (out / ".perfbench-dashboard").write_text(marker)
+    r = dashboard(cli_env, out, db_url)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert (out / "notes.txt").read_text() == "mine" and (out / "CNAME").read_text() == "example.org"
+    assert "removing nothing it lists" in r.stderr
+    assert json.loads((out / ".perfbench-dashboard").read_text())["written"] == ["assets", "index.html"]
+
+
+def test_pages_replace_symlinks_and_never_write_through_them(site, tmp_path, cli_env, store):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in ("index.html", "overview.html", "tickets.html", ".perfbench-dashboard"):
+        (outside / name).write_text(f"the user's {name}")
+        (site / name).unlink()
+        (site / name).symlink_to(outside / name)
+    (outside / ".perfbench-dashboard").write_text('{"written": ["assets"]}')  # the marker is read through it
+    shutil.rmtree(site / "assets")
+    (site / "assets").symlink_to(outside)  # a folder we write into, pointing elsewhere
+    r = dashboard(cli_env, site, store.url)
+    assert r.returncode == 0, r.stderr
+    for name in ("index.html", "overview.html", "tickets.html"):
+        assert (outside / name).read_text() == f"the user's {name}"
+        assert not (site / name).is_symlink() and "<!doctype html>" in (site / name).read_text()
+    assert (outside / ".perfbench-dashboard").read_text() == '{"written": ["assets"]}'
+    assert not (site / ".perfbench-dashboard").is_symlink()
+    assert not (outside / "plotly.min.js").exists()
+    assert not (site / "assets").is_symlink() and (site / "assets" / "plotly.min.js").stat().st_size > 1_000_000
+    assert not list(site.glob(".*.tmp")) and not list((site / "assets").glob(".*.tmp"))
+
+
+def test_a_planted_marker_never_removes_a_users_folder_or_page_named_like_ours(planted, cli_env, db_url):
+    """The review's finding (a): a folder named like a host folder (release-20240101) and a page
+    named like an op page (op-notes.html), both the user's, listed in a planted marker, were
+    removed. A name is no proof: only our signature is."""
+    out, _, _ = planted
+    (out / "release-20240101").mkdir()
+    (out / "release-20240101" / "photo.jpg").write_bytes(b"\xff\xd8 a photo")
+    (out / "op-notes.html").write_text("<html>my notes on the perfbench dashboard</html>")
+    (out / ".perfbench-dashboard").write_text(json.dumps({"written": ["release-20240101", "op-notes.html"]}))
+    r = dashboard(cli_env, out, db_url)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert (out / "release-20240101" / "photo.jpg").read_bytes() == b"\xff\xd8 a photo"
+    assert (out / "op-notes.html").read_text() == "<html>my notes on the perfbench dashboard</html>"
+    assert "not removing 'release-20240101'" in r.stderr and "not removing 'op-notes.html'" in r.stderr
+    assert json.loads((out / ".perfbench-dashboard").read_text())["written"] == ["assets", "index.html"]
+
+
+def test_a_users_own_assets_folder_is_written_into_but_never_claimed(planted, cli_env, db_url):
+    """A planted marker listing assets/ in a folder where the user keeps their own assets/: the
+    dashboard writes plotly.min.js into it (the marker accepts the folder), but never signs it, so
+    no later run removes the user's files with it."""
+    out, _, _ = planted
+    (out / "assets").mkdir()
+    (out / "assets" / "logo.png").write_bytes(b"png")
+    (out / ".perfbench-dashboard").write_text(json.dumps({"written": ["assets"]}))
+    for _ in range(2):
+        r = dashboard(cli_env, out, db_url)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert (out / "assets" / "logo.png").read_bytes() == b"png" and (out / "assets" / "plotly.min.js").is_file()
+        assert not (out / "assets" / outdir.FOLDER_SIGN).exists() and "has files and no .perfbench-folder" in r.stderr
+
+
+def test_our_own_stale_pages_and_folders_are_removed(tmp_path, cli_env, db_url):
+    """What a previous run wrote carries our signature: a stale page and a stale host folder go;
+    unsigned ones (a version before signatures) are named and left."""
+    out = tmp_path / "site"
+    r = dashboard(cli_env, out, db_url)
+    assert r.returncode == 0, r.stderr
+    assert SIGNATURE in (out / "index.html").read_text()[:outdir.SIGNED_BYTES]
+    assert outdir.signed(out / "assets" / outdir.FOLDER_SIGN, SIGNATURE)
+    # as a previous run would have left them: an op page, a host folder (several host classes)
+    shutil.copy(out / "index.html", out / "op-gone.html")
+    host = outdir.own_folder(out / "gone-host-0123abcd", SIGNATURE)
+    shutil.copy(out / "index.html", host / "overview.html")
+    (out / "op-old.html").write_text("<!doctype html><html><head><title>an older version's page</title>")
+    (out / "old-host-89abcdef").mkdir()
+    (out / "old-host-89abcdef" / "overview.html").write_text("an older version's page")
+    marker = out / ".perfbench-dashboard"
+    listed = json.loads(marker.read_text())["written"]
+    marker.write_text(json.dumps({"written": listed + ["op-gone.html", "gone-host-0123abcd", "op-old.html",
+                                                       "old-host-89abcdef"]}))
+    r = dashboard(cli_env, out, db_url)
+    assert r.returncode == 0, r.stderr
+    assert not (out / "op-gone.html").exists() and not (out / "gone-host-0123abcd").exists()
+    assert (out / "op-old.html").exists() and (out / "old-host-89abcdef" / "overview.html").exists()
+    assert "not removing 'op-old.html'" in r.stderr and "not removing 'old-host-89abcdef'" in r.stderr
+    assert "not removing 'index.html'" not in r.stderr and "not removing 'assets'" not in r.stderr
+    assert (out / "index.html").is_file() and (out / "assets" / "plotly.min.js").is_file()
