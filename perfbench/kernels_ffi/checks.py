@@ -12,12 +12,27 @@ DEVICES = {"cpu": 0, "cuda": 1}  # PB_DEVICE_*
 
 
 def check_array(a, name: str, kernel: str, *, writeable: bool = False) -> None:
+    """A C-contiguous numpy array whose data address is a multiple of its element size (writeable
+    when asked).
+
+    Alignment: the C kernels take typed pointers (a misaligned float* is undefined behaviour in
+    C, and what a compiler's vectorised loop assumes), and their streaming stores reach vector
+    alignment by storing whole elements first: binary.c, gelu.c (nt_peel) stream only when the
+    output is element-aligned, layer_norm.c only when its rows start 32-byte aligned, copies
+    (vcopy.inc.c) peel byte by byte -- each falls back to plain stores otherwise. So element
+    alignment is what every kernel needs, inputs and outputs alike; nothing needs more."""
     if not isinstance(a, np.ndarray):
         raise UsageError(f"{kernel}: {name} must be a numpy array, got {type(a).__name__}")
     if not a.flags.c_contiguous:
         raise UsageError(f"{kernel}: {name} must be C-contiguous (use np.ascontiguousarray)")
     if writeable and not a.flags.writeable:
         raise UsageError(f"{kernel}: {name} must be writeable")
+    es, addr = a.dtype.itemsize, a.ctypes.data
+    if a.size and addr % es:
+        raise UsageError(f"{kernel}: {name} is misaligned: its data address {addr:#x} is {addr % es} byte(s) past "
+                         f"a multiple of {es}, and {a.dtype} data must start on a multiple of its {es}-byte element "
+                         f"size (pass an aligned copy: {name}.copy() or np.require({name}, requirements='CA'); "
+                         f"np.ascontiguousarray keeps a misaligned buffer as it is)")
 
 
 def check_threads(threads: int, kernel: str) -> int:
@@ -58,7 +73,41 @@ def check_int(kernel: str, name: str, v, minimum: int | None = None) -> int:
     return int(v)
 
 
+def same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
+    """a and b are one buffer as C sees it (in place): the same data address, dtype, shape and
+    strides. Identity (`a is b`) is not asked for: two views of one buffer qualify."""
+    return a.ctypes.data == b.ctypes.data and a.dtype == b.dtype and a.shape == b.shape and a.strides == b.strides
+
+
+def _shares(a: np.ndarray, b: np.ndarray) -> bool:
+    # exact (np.shares_memory, not may_share_memory): a handful of arrays per call, all
+    # C-contiguous by then (check_array), for which the exact answer is the cheap extent test
+    return a.size > 0 and b.size > 0 and np.shares_memory(a, b)
+
+
+def check_no_overlap(kernel: str, outputs: dict, inputs: dict, in_place=()) -> None:
+    """No output shares a byte with an input or with another output (None: an absent optional
+    array). `in_place` lists the (output, input) name pairs a kernel may run in place: that pair
+    may be the same buffer (same_buffer), never a partial overlap."""
+    outs = [(n, a) for n, a in outputs.items() if a is not None]
+    ins = [(n, a) for n, a in inputs.items() if a is not None]
+    allowed = set(in_place)
+    for i, (o, y) in enumerate(outs):
+        for n, x in ins:
+            if not _shares(y, x):
+                continue
+            if (o, n) in allowed:
+                if same_buffer(y, x):
+                    continue
+                raise UsageError(f"{kernel}: output {o} overlaps input {n} partially (in place needs {o} to be {n}: "
+                                 f"the same buffer, dtype and shape; else pass separate arrays)")
+            raise UsageError(f"{kernel}: output {o} overlaps input {n} (pass separate arrays)")
+        for p, z in outs[i + 1:]:
+            if _shares(y, z):
+                raise UsageError(f"{kernel}: outputs {o} and {p} overlap (pass separate arrays)")
+
+
 def in_place_or_disjoint(kernel: str, x: np.ndarray, y: np.ndarray) -> None:
-    """y is x (the same start: in place) or shares no memory with it."""
-    if np.shares_memory(x, y) and x.ctypes.data != y.ctypes.data:
+    """y is x (the same buffer: in place) or shares no memory with it."""
+    if _shares(x, y) and not same_buffer(x, y):
         raise UsageError(f"{kernel}: x and y overlap partially (in place needs y to be x)")

@@ -8,7 +8,7 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.errors import UsageError
-from perfbench.kernels_ffi.checks import check_array, check_int, check_threads, same_dtype, set_exec
+from perfbench.kernels_ffi.checks import check_array, check_int, check_no_overlap, check_threads, same_dtype, set_exec
 from perfbench.kernels_ffi.library import Library
 from perfbench.kernels_ffi.wrappers import KernelCall
 
@@ -16,14 +16,6 @@ MAX_RANK = 8  # PB_MOVEMENT_MAX_RANK
 MAX_INPUTS = 1024
 INDEX_TYPES = {np.dtype(np.int64): 7, np.dtype(np.int32): 6}  # PB_INDEX_*: ONNX codes
 REDUCTIONS = {"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}  # PB_REDUCTION_*
-
-
-
-
-def _shares_memory(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.size > 0 and b.size > 0 and np.shares_memory(a, b)
-
-
 
 
 def _axis(kernel: str, axis, rank: int, what: str = "axis") -> int:
@@ -54,8 +46,7 @@ def transpose(lib: Library, x: np.ndarray, y: np.ndarray, perm, threads: int = 1
     want = tuple(x.shape[p] for p in perm)
     if y.shape != want:
         raise UsageError(f"{k}: y must have shape {want}, got {y.shape}")
-    if _shares_memory(x, y):
-        raise UsageError(f"{k}: x and y share memory (a transpose cannot run in place)")
+    check_no_overlap(k, {"y": y}, {"x": x})  # a transpose cannot run in place
     args = lib.ffi.new("pb_transpose_args*")
     set_exec(args, check_threads(threads, k), device, k)
     args.dtype, args.rank = dt.onnx, x.ndim
@@ -85,8 +76,7 @@ def gather(lib: Library, data: np.ndarray, indices: np.ndarray, output: np.ndarr
         raise UsageError(f"{k}: output must have shape {want}, got {output.shape}")
     dim = data.shape[ax]
     _check_indices_in_range(k, indices, dim, f"indices (axis {ax} of size {dim})")
-    if _shares_memory(output, data) or _shares_memory(output, indices):
-        raise UsageError(f"{k}: output shares memory with data or indices")
+    check_no_overlap(k, {"output": output}, {"data": data, "indices": indices})
     args = lib.ffi.new("pb_gather_args*")
     set_exec(args, check_threads(threads, k), device, k)
     args.dtype, args.index_type = dt.onnx, INDEX_TYPES[indices.dtype]
@@ -119,9 +109,7 @@ def concat(lib: Library, inputs, output: np.ndarray, axis: int, threads: int = 1
     want = first.shape[:ax] + (sum(a.shape[ax] for a in inputs),) + first.shape[ax + 1:]
     if output.shape != want:
         raise UsageError(f"{k}: output must have shape {want}, got {output.shape}")
-    for j, a in enumerate(inputs):
-        if _shares_memory(a, output):
-            raise UsageError(f"{k}: inputs[{j}] shares memory with the output")
+    check_no_overlap(k, {"output": output}, {f"inputs[{j}]": a for j, a in enumerate(inputs)})
     args = lib.ffi.new("pb_concat_args*")
     set_exec(args, check_threads(threads, k), device, k)
     extents = lib.ffi.new("int64_t[]", [a.shape[ax] for a in inputs])
@@ -165,10 +153,8 @@ def scatter_nd(lib: Library, data: np.ndarray, indices: np.ndarray, updates: np.
         norm = np.where(flat < 0, flat + np.array(data.shape[:depth]), flat)
         if len(np.unique(norm, axis=0)) != len(norm):
             raise UsageError(f"{kn}: duplicate indices without a reduction (ONNX leaves the result undefined)")
-    if output is not data and _shares_memory(output, data):
-        raise UsageError(f"{kn}: output and data overlap partially (in place needs output to be data)")
-    if _shares_memory(output, updates) or _shares_memory(output, indices):
-        raise UsageError(f"{kn}: output shares memory with updates or indices")
+    check_no_overlap(kn, {"output": output}, {"data": data, "updates": updates, "indices": indices},
+                     in_place=[("output", "data")])
     args = lib.ffi.new("pb_scatter_nd_args*")
     set_exec(args, check_threads(threads, kn), device, kn)
     args.dtype, args.reduction, args.rank, args.k = dt.onnx, REDUCTIONS[reduction], data.ndim, depth
@@ -199,8 +185,7 @@ def trilu(lib: Library, x: np.ndarray, y: np.ndarray, upper: int = 1, k: int = 0
     k = check_int(kn, "k", k)
     if not -2**63 <= k < 2**63:
         raise UsageError(f"{kn}: k={k} does not fit int64")
-    if y is not x and _shares_memory(x, y):
-        raise UsageError(f"{kn}: x and y overlap partially (in place needs y to be x)")
+    check_no_overlap(kn, {"y": y}, {"x": x}, in_place=[("y", "x")])
     args = lib.ffi.new("pb_trilu_args*")
     set_exec(args, check_threads(threads, kn), device, kn)
     args.dtype, args.upper, args.k = dt.onnx, upper, k

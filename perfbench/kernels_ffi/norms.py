@@ -10,14 +10,9 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.errors import UsageError
-from perfbench.kernels_ffi.checks import check_array, check_threads, set_exec
+from perfbench.kernels_ffi.checks import check_array, check_no_overlap, check_threads, set_exec
 from perfbench.kernels_ffi.library import Library
 from perfbench.kernels_ffi.wrappers import KernelCall
-
-
-def _overlaps(a: np.ndarray, b: np.ndarray) -> bool:
-    a0, b0 = a.ctypes.data, b.ctypes.data
-    return a0 < b0 + b.nbytes and b0 < a0 + a.nbytes
 
 
 def layer_norm(lib: Library, x: np.ndarray, scale: np.ndarray, y: np.ndarray, *, epsilon: float,
@@ -76,14 +71,7 @@ def layer_norm(lib: Library, x: np.ndarray, scale: np.ndarray, y: np.ndarray, *,
         if sum_out.dtype != x.dtype or sum_out.shape != x.shape:
             raise UsageError(f"{k}: sum must match x (x {x.dtype}{x.shape}, sum {sum_out.dtype}{sum_out.shape})")
         outs["sum"] = sum_out
-    names = list(outs)
-    for i, o in enumerate(names):
-        for name, a in ins.items():
-            if _overlaps(outs[o], a):
-                raise UsageError(f"{k}: output {o} overlaps input {name}")
-        for p in names[i + 1:]:
-            if _overlaps(outs[o], outs[p]):
-                raise UsageError(f"{k}: outputs {o} and {p} overlap")
+    check_no_overlap(k, outs, ins)  # never in place
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) \
             or not math.isfinite(float(epsilon)) or float(epsilon) < 0:
         raise UsageError(f"{k}: epsilon must be a finite number >= 0, got {epsilon!r}")

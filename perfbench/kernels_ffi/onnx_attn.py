@@ -8,7 +8,15 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.errors import UsageError
-from perfbench.kernels_ffi.checks import check_array, check_int, check_threads, same_dtype, set_exec, shape_is
+from perfbench.kernels_ffi.checks import (
+    check_array,
+    check_int,
+    check_no_overlap,
+    check_threads,
+    same_dtype,
+    set_exec,
+    shape_is,
+)
 from perfbench.kernels_ffi.library import Library
 from perfbench.kernels_ffi.wrappers import KernelCall
 
@@ -134,6 +142,11 @@ def onnx_attention(lib: Library, query: np.ndarray, key: np.ndarray, value: np.n
             raise UsageError(f"{k}: {name}={v!r} must be a finite number")
     if softcap < 0:
         raise UsageError(f"{k}: softcap={softcap} must be >= 0 (0 = off)")
+    # no output may overlap an input or another output (present is past ++ new: never in place)
+    check_no_overlap(k, {"output": output, "present_key": present_key, "present_value": present_value,
+                         "qk_output": qk_output},
+                     {"query": query, "key": key, "value": value, "attn_mask": attn_mask, "past_key": past_key,
+                      "past_value": past_value})
     args = lib.ffi.new("pb_onnx_attention_args*")
     set_exec(args, check_threads(threads, k), device, k)
     args.dtype, args.layout, args.is_causal, args.mask_type = dt.onnx, layout, int(is_causal), mask_type
@@ -206,6 +219,8 @@ def onnx_rotary_embedding(lib: Library, x: np.ndarray, cos_cache: np.ndarray, si
     else:
         shape_is(k, "cos_cache", cos_cache, (b, s, rot // 2))
     shape_is(k, "sin_cache", sin_cache, cos_cache.shape)
+    check_no_overlap(k, {"output": out}, {"input": x, "position_ids": position_ids, "cos_cache": cos_cache,
+                                          "sin_cache": sin_cache}, in_place=[("output", "input")])
     args = lib.ffi.new("pb_onnx_rotary_embedding_args*")
     set_exec(args, check_threads(threads, k), device, k)
     args.dtype, args.layout, args.interleaved = dt.onnx, layout, int(bool(interleaved))

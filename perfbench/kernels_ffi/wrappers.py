@@ -10,7 +10,15 @@ import numpy as np
 
 from perfbench import dtypes
 from perfbench.errors import UsageError
-from perfbench.kernels_ffi.checks import check_array, check_threads, same_dtype, set_exec, shape_is
+from perfbench.kernels_ffi.checks import (
+    check_array,
+    check_no_overlap,
+    check_threads,
+    same_buffer,
+    same_dtype,
+    set_exec,
+    shape_is,
+)
 from perfbench.kernels_ffi.library import Library
 
 
@@ -49,6 +57,7 @@ def softmax(lib: Library, x: np.ndarray, y: np.ndarray, threads: int, device: st
         raise UsageError(f"{k}: y must match x (x {x.dtype}{x.shape}, y {y.dtype}{y.shape})")
     if x.ndim < 1:
         raise UsageError(f"{k}: x must have at least one axis")
+    check_no_overlap(k, {"y": y}, {"x": x}, in_place=[("y", "x")])
     cols = x.shape[-1]
     rows = int(np.prod(x.shape[:-1], dtype=np.int64)) if x.ndim > 1 else 1
     args = lib.ffi.new("pb_softmax_args*")
@@ -93,6 +102,8 @@ def rotary_embedding(lib: Library, x: np.ndarray, position_ids: np.ndarray, cos_
     max_pos = cos_cache.shape[0]
     if position_ids.size and (position_ids.min() < 0 or position_ids.max() >= max_pos):
         raise UsageError(f"{k}: position_ids must lie in [0, {max_pos}), got [{position_ids.min()}, {position_ids.max()}]")
+    check_no_overlap(k, {"output": out}, {"input": x, "position_ids": position_ids, "cos_cache": cos_cache,
+                                          "sin_cache": sin_cache}, in_place=[("output", "input")])
     args = lib.ffi.new("pb_rotary_embedding_args*")
     set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
@@ -115,6 +126,7 @@ def cast(lib: Library, src: np.ndarray, dst: np.ndarray, threads: int = 1) -> Ke
         raise UsageError(f"{k}: src has {src.size} elements, dst {dst.size}")
     if dtypes.F32 not in (s, d):
         raise UsageError(f"{k}: one side must be float32, got {s.name} -> {d.name}")
+    check_no_overlap(k, {"dst": dst}, {"src": src}, in_place=[("dst", "src")])
     args = lib.ffi.new("pb_cast_args*")
     set_exec(args, check_threads(threads, k))
     args.src_dtype, args.dst_dtype, args.n = s.onnx, d.onnx, src.size
@@ -203,8 +215,6 @@ def group_query_attention(lib: Library, query: np.ndarray, key: np.ndarray, valu
         past_cap = past_key.shape[2]
         shape_is(k, "past_key", past_key, (b, kv_num_heads, past_cap, h))
         shape_is(k, "past_value", past_value, (b, kv_num_heads, past_cap, h))
-        if (past_key is present_key) != (past_value is present_value):
-            raise UsageError(f"{k}: share both caches (present is past) or neither")
     if seqlens_k.dtype != np.int32 or seqlens_k.shape != (b,):
         raise UsageError(f"{k}: seqlens_k must be int32 of shape ({b},), got {seqlens_k.dtype}{seqlens_k.shape}")
     if isinstance(total_sequence_length, bool) or not isinstance(total_sequence_length, (int, np.integer)) \
@@ -237,6 +247,15 @@ def group_query_attention(lib: Library, query: np.ndarray, key: np.ndarray, valu
     for name, v in (("scale", scale), ("softcap", softcap)):
         if not np.isfinite(v):
             raise UsageError(f"{k}: {name}={v!r} must be finite")
+    # the shared-buffer mode: present_key IS past_key and present_value IS past_value (the same
+    # buffer, any view of it); any other overlap, partial ones included, is refused
+    check_no_overlap(k, {"output": output, "present_key": present_key, "present_value": present_value},
+                     {"query": query, "key": key, "value": value, "seqlens_k": seqlens_k, "past_key": past_key,
+                      "past_value": past_value, "cos_cache": cos_cache if do_rotary else None,
+                      "sin_cache": sin_cache if do_rotary else None},
+                     in_place=[("present_key", "past_key"), ("present_value", "past_value")])
+    if past_key is not None and same_buffer(present_key, past_key) != same_buffer(present_value, past_value):
+        raise UsageError(f"{k}: share both caches (present is past) or neither")
     args = lib.ffi.new("pb_group_query_attention_args*")
     set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx
@@ -318,6 +337,10 @@ def multi_head_attention(lib: Library, query: np.ndarray, key: np.ndarray, value
     for name, v in (("scale", scale), ("mask_filter_value", mask_filter_value)):
         if not np.isfinite(v):
             raise UsageError(f"{k}: {name}={v!r} must be finite")
+    # present is past ++ new, written while past is read: never in place
+    check_no_overlap(k, {"output": output, "present_key": present_key, "present_value": present_value},
+                     {"query": query, "key": key, "value": value, "key_padding_mask": key_padding_mask,
+                      "past_key": past_key, "past_value": past_value})
     args = lib.ffi.new("pb_multi_head_attention_args*")
     set_exec(args, check_threads(threads, k), device, k)
     args.dtype = dt.onnx

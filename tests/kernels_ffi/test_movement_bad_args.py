@@ -298,6 +298,28 @@ def test_c_scatter_out_of_range_index_is_refused(lib):
         assert not s.out.any()
 
 
+def test_c_scatter_size_products_overflow(lib):
+    """Every size product ScatterND forms is checked, not only the whole tensor's: behind a
+    zero-size axis the tensor's product stays 0 while the update slice's (axes k..) or an index
+    stride's (axes d+1..k-1) would overflow int64 unchecked (undefined behaviour; it wrapped and
+    the call returned ok)."""
+    for shape, k in (((0, 2**62, 8), 1),  # the slice: 2^65
+                     ((0, 4, 2**61), 2),  # the slice: 2^61, beyond the size limit
+                     ((0, 2**40, 2**40), 3)):  # the stride of index axis 0: 2^80
+        s = Scatter(lib)
+        s.args.k, s.args.n_updates = k, 0
+        for i, n in enumerate(shape):
+            s.args.shape[i] = n
+        with pytest.raises(NativeError) as ei:
+            lib.call("scatter_nd", s.args)
+        assert ei.value.status == INVALID and "overflow" in ei.value.message, (shape, k, ei.value)
+        assert not s.out.any()
+    s = Scatter(lib)  # a zero-size tensor of ordinary sizes stays a no-op
+    s.args.k, s.args.n_updates, s.args.shape[0] = 1, 0, 0
+    lib.call("scatter_nd", s.args)
+    assert not s.out.any()
+
+
 def test_c_overlapping_buffers(lib):
     t = Transpose(lib)
     t.args.y = lib.ffi.cast("void *", t.x.ctypes.data + 8)

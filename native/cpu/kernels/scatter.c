@@ -58,12 +58,19 @@ int pb_scatter_nd(const void *args) {
         if (a->shape[d] < 0)
             return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: shape[%d]=%lld must be >= 0", k, d, (long long)a->shape[d]);
         if (!pb_mul_ok(total, a->shape[d], &total)) return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: tensor sizes overflow", k);
-        if (d >= a->k) slice *= a->shape[d];
+        /* the slice and the strides below are products of some axes only: behind a zero-size axis
+         * total stays 0 while they need not, so each product is checked on its own */
+        if (d >= a->k && !pb_mul_ok(slice, a->shape[d], &slice))
+            return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: tensor sizes overflow (the update slice, axes %d..%d)", k,
+                           (int)a->k, (int)a->rank - 1);
     }
     if (!pb_mul_ok(a->n_updates, slice, &upd_n) || !pb_mul_ok(a->n_updates, a->k, &idx_n))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: tensor sizes overflow", k);
     c.slice = slice;
-    for (int d = a->k - 1; d >= 0; d--) c.strides[d] = d == a->k - 1 ? slice : c.strides[d + 1] * a->shape[d + 1];
+    c.strides[a->k - 1] = slice;
+    for (int d = a->k - 2; d >= 0; d--)
+        if (!pb_mul_ok(c.strides[d + 1], a->shape[d + 1], &c.strides[d]))
+            return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: tensor sizes overflow (the stride of index axis %d)", k, d);
     if (a->n_updates > 0 && a->indices == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: indices is NULL", k);
     for (int64_t u = 0; u < a->n_updates; u++) {
         for (int d = 0; d < a->k; d++) {
