@@ -431,6 +431,18 @@ class GitHubClient:
 
     # -- issues (perfbench tickets sync) ---------------------------------------------------------
 
+    def authenticated_login(self) -> str:
+        """The login of the account the token acts as (GET /user). A personal token can read it; an
+        Actions GITHUB_TOKEN or an app's installation token cannot (GitHub answers 403)."""
+        url = self._url("/user")
+        if self.dry_run:
+            raise UsageError("a dry run sends nothing, so it cannot ask GitHub who the token is")
+        payload, _ = self._request("GET", url, what="the token's account (GET /user)")
+        login = payload.get("login") if isinstance(payload, dict) else None
+        if not isinstance(login, str) or not login.strip():
+            raise GitHubError(None, f"GitHub's answer to GET {url} names no login")
+        return login.strip()
+
     def list_issues(self, label: str) -> list[dict]:
         """Every issue (open and closed, not pull requests) carrying `label`, following pages."""
         if not label or not label.strip() or "," in label:

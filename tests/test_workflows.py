@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -242,7 +243,8 @@ def test_comment_workflow_never_runs_pr_code():
     assert set(on) == {"workflow_run"}
     assert on["workflow_run"]["workflows"] == [pr["name"]] and on["workflow_run"]["types"] == ["completed"]
     perms = wf["permissions"]
-    assert perms == {"pull-requests": "write", "actions": "read"}, perms
+    # contents: read too: without it the checkout of a private repository fails
+    assert perms == {"contents": "read", "pull-requests": "write", "actions": "read"}, perms
     assert all("permissions" not in job for job in wf["jobs"].values())
     for job in wf["jobs"].values():
         assert "workflow_run.event == 'pull_request'" in job["if"]
@@ -294,6 +296,80 @@ def test_no_untrusted_event_strings_inside_run_scripts():
                     assert SAFE_EVENT.match(expr), (
                         f"{p.name} job {job_id}: ${{{{ {expr} }}}} inside a run: script is a script-injection "
                         "hole; pass it through env: and use \"$VAR\"")
+
+
+def privileged(name: str) -> bool:
+    """A workflow that can write (any `write` permission) or reads a secret."""
+    wf = load(name)
+    writes = any(isinstance(p, dict) and "write" in p.values() or p in ("write-all", None)
+                 for p in permission_sets(wf))
+    return writes or "secrets." in (WORKFLOWS / name).read_text()
+
+
+USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:\s*(\S+)(.*)$")
+PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+
+
+def test_every_action_is_pinned_by_commit_sha():
+    """A tag can be moved to other code; a full commit SHA cannot. The tag it stands for is kept
+    in a trailing comment (`uses: actions/checkout@<sha> # v6.1.0`), for humans and Dependabot."""
+    assert privileged(COMMENT_WF) and not privileged(PR_WF)
+    for p in WORKFLOWS.glob("*.y*ml"):
+        lines = [USES_LINE.match(line) for line in p.read_text().splitlines()]
+        found = [m for m in lines if m]
+        assert len(found) == sum(1 for _, s in steps(load(p.name)) if "uses" in s), p.name
+        for m in found:
+            ref, rest = m.group(1).strip("\"'"), m.group(2)
+            if ref.startswith("./"):
+                continue  # a local action: the checked-out code itself
+            assert PINNED.match(ref), f"{p.name}: `uses: {ref}` is not pinned to a full commit SHA"
+            assert re.fullmatch(r"\s+#\s*v\d+(\.\d+)*\s*", rest), f"{p.name}: `uses: {ref}` lacks its `# vX.Y.Z`"
+
+
+def pip_installs(script: str) -> list[list[str]]:
+    """The argument lists after `pip install` in a run: script (continuation lines joined)."""
+    out = []
+    for line in script.replace("\\\n", " ").splitlines():
+        for cmd in re.split(r"&&|\|\||;", line):
+            words = shlex.split(cmd, comments=True)
+            for i in range(len(words) - 1):
+                if words[i].endswith("pip") and words[i + 1] == "install":
+                    out.append(words[i + 2:])
+    return out
+
+
+def test_privileged_workflows_install_only_hash_pinned_dependencies():
+    """Next to a write token, pip installs nothing unpinned: the dependencies from a lock whose every
+    line carries --hash (pip --require-hashes), the project itself with --no-deps --no-index."""
+    checked = 0
+    for p in WORKFLOWS.glob("*.y*ml"):
+        if not privileged(p.name):
+            continue
+        for _, s in steps(load(p.name)):
+            for args in pip_installs(str(s.get("run", ""))):
+                checked += 1
+                assert "--no-deps" in args, (p.name, args)
+                if "--no-index" in args:
+                    assert args[-2:] == ["-e", "."] or args[-1] == ".", (p.name, args)
+                    continue
+                assert "--require-hashes" in args and "-r" in args, (p.name, args)
+                lock = ROOT / args[args.index("-r") + 1]
+                assert lock.parent == CI and lock.is_file(), lock
+                reqs = re.sub(r"\\\n", " ", re.sub(r"(?m)^\s*#.*\n", "", lock.read_text())).splitlines()
+                reqs = [r for r in reqs if r.strip()]
+                assert reqs and all(re.match(r"^[\w.-]+==[\w.!+-]+ .*--hash=sha256:[0-9a-f]{64}", r) for r in reqs), lock
+                pinned = {re.split(r"==", r)[0].lower().replace("_", "-") for r in reqs}
+                # the lock covers every runtime dependency and the build backend (no build isolation)
+                pyproject = (ROOT / "pyproject.toml").read_text()
+                deps = re.search(r"(?ms)^dependencies = \[(.*?)^\]", pyproject).group(1)
+                names = {re.match(r"[\w.-]+", d).group(0).lower().replace("_", "-")
+                         for d in re.findall(r'"([^"]+)"', deps)}
+                assert names and names | {"setuptools", "wheel"} <= pinned, sorted(names - pinned)
+                # ... for the Python the job sets up (wheels and markers are per Python version)
+                pythons = {str(st["with"]["python-version"]) for _, st in steps(load(p.name))
+                           if uses(st, "actions/setup-python")}
+                assert len(pythons) == 1 and f"CPython {pythons.pop()} " in lock.read_text(), lock
+    assert checked >= 2, "the comment workflow installs perfbench"
 
 
 def test_nightly_keeps_history_and_calibration():

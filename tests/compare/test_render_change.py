@@ -342,6 +342,30 @@ def test_markdown_escapes_every_document_string():
     assert "x|y</details><script>alert(1)</script>[a](http://e) ![i](http://e/i.png) @octocat #1" in plain
 
 
+SHA40 = "0123456789abcdef0123456789abcdef01234567"
+AUTOLINKS = f"GH-123 gh-7 octo-org/kernels#12 octo-org/kernels@{SHA40} fixed in {SHA40}, see abc1234 and ABCDEF0123."
+
+
+def test_markdown_breaks_githubs_issue_and_commit_autolinks():
+    """GitHub links `GH-123` to an issue and a standalone run of 7 to 40 hex digits to the commit it
+    names: document text gets a zero-width space in each, as `@` and `#` already do."""
+    out = rc.md_text(AUTOLINKS, 400)
+    bare = re.sub(r"\\(.)", r"\1", out)  # the escapes gone: the text GitHub autolinks
+    assert not re.search(r"(?i)gh-\d", bare) and not re.search(r"#\d", bare) and not re.search(r"@\w", bare)
+    assert not re.search(r"[0-9a-fA-F]{7,}", bare), bare
+    assert bare.replace(ZWSP, "") == AUTOLINKS  # nothing else changes: the text reads the same
+    assert rc.md_text("deadbee-fed") == "deadbe" + ZWSP + "e\\-fed"  # the hex run, split into runs of 6
+    # left whole: numbers (no letter), hex inside a longer word (GitHub does not link those), short runs
+    assert rc.md_text("1048576 bytes x0123456789abcdef abc123") == "1048576 bytes x0123456789abcdef abc123"
+    # in the rendered comment: notes, filters and a row's explanation carry no linkable SHA or GH-N
+    md = rc.markdown(rc.load(make_doc(notes=[AUTOLINKS], filters=[AUTOLINKS])))
+    body = re.sub(r"`[^`]*`", "", re.sub(r"\\(.)", r"\1", md))  # code spans (md_ref) are never linked
+    assert "fixed in" in body and not re.search(r"(?<![\w/])[0-9a-f]{7,}(?![\w])", body)
+    assert not re.search(r"(?i)gh-\d", body)
+    # a ref stays inline code, whole: GitHub does not autolink inside code spans
+    assert rc.md_ref(SHA40) == f"`{SHA40}`"
+
+
 def test_terminal_drops_control_characters():
     doc = hostile_doc()
     doc["rows"][0]["op"] = "Soft\x1b[31mmax\u202e"
