@@ -183,7 +183,7 @@ def run(suite, filters, quick, threads, dtype, cache, spin, device, max_time, re
         r = repo.load_run(s, run_id)
         doc = views.document(r)
     click.echo(f"run {run_id}: {doc['run']['status']}{' (partial)' if doc['run']['partial'] else ''}, "
-               f"{len(doc['cells'])} cells stored in {store.url}", err=True)
+               f"{len(doc['cells'])} cells stored in {store.shown}", err=True)
     _render(doc, fmt, output)
     _take_into_tickets(store, run_id)
     return _exit_code(doc)
@@ -282,6 +282,7 @@ def runs(ctx, limit, db):
     """
     if ctx.invoked_subcommand is not None:
         return None
+    from perfbench.compare.escape import term
     from perfbench.store import repo
     from perfbench.store.db import Store
 
@@ -290,11 +291,12 @@ def runs(ctx, limit, db):
         rows = repo.list_runs(s, limit)
         if not rows:
             click.echo("no runs yet: perfbench run --suite attention --quick", err=True)
-        for r in rows:
-            click.echo(f"{r.id:5d}  {r.started_at:%Y-%m-%d %H:%M}  {r.suite:12s} {r.status:11s}"
+        for r in rows:  # every stored string through term(): an imported bundle may carry escapes
+            click.echo(f"{r.id:5d}  {r.started_at:%Y-%m-%d %H:%M}  {term(r.suite):12s} {term(r.status):11s}"
                        f"{' partial' if r.partial else '        '}  {len(r.cells):4d} cells  "
-                       f"{(r.git_sha or '')[:10]:10s} {r.branch or ''}  {r.hostname}  [{r.host_class.key}]"
-                       + (f"  INVALIDATED: {r.invalidated_why or ''}" if r.invalidated else ""))
+                       f"{term((r.git_sha or '')[:10]):10s} {term(r.branch or '')}  {term(r.hostname)}  "
+                       f"[{term(r.host_class.key)}]"
+                       + (f"  INVALIDATED: {term(r.invalidated_why or '')}" if r.invalidated else ""))
     return 0
 
 
@@ -370,28 +372,52 @@ def import_cmd(file, db):
     """Read a bundle written by `perfbench export` into this database, as a new run (one
     transaction: all or nothing). Host, build and cases already here are reused; importing the
     same run twice is refused."""
+    import os
+
     from perfbench.store import bundle
     from perfbench.store.db import Store
 
+    def no_constant(name):
+        raise ValueError(f"{name} is not JSON (bundles write non-finite numbers as \"inf\", \"-inf\", \"nan\")")
+
+    # the bundle is input from outside: every way of failing to read it is one line, exit 2
+    cap = bundle.MAX_BUNDLE_BYTES
+    too_big = UsageError(f"{file}: larger than {cap // 1024**2} MiB, the most a bundle may be (the largest suite's "
+                         "run exports a few MB): not a bundle `perfbench export` writes")
     try:
-        with open(file) as f:
-            data = json.load(f)
+        with open(file, "rb") as f:
+            if os.fstat(f.fileno()).st_size > cap:
+                raise too_big
+            text = f.read(cap + 1)  # a pipe or a growing file: never more than the cap
+            if len(text) > cap:
+                raise too_big
+            data = json.loads(text.decode("utf-8"), parse_constant=no_constant)
     except OSError as e:
         raise UsageError(f"{file}: cannot read: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{file}: not JSON: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
         raise UsageError(f"{file}: not JSON: {e}") from None
+    except RecursionError:
+        raise UsageError(f"{file}: not a bundle: JSON nested too deeply to read") from None
+    except (ValueError, OverflowError, MemoryError) as e:
+        why = "a number with too many digits" if "integer string conversion" in str(e) else str(e)[:200]
+        raise UsageError(f"{file}: not a bundle: {why}") from None
     try:
-        bundle.check(data)
+        rows = bundle.read(data)  # every value checked before the database is opened
     except UsageError as e:
         raise UsageError(f"{file}: {e}") from None
+    except (ValueError, OverflowError, TypeError, RecursionError) as e:  # a check this perfbench lacks: still one line
+        why = " ".join(str(e).split())[:200]
+        raise UsageError(f"{file}: not a bundle this perfbench can import ({type(e).__name__}: {why})") from None
     store = Store(db)
     try:
         with store.session() as s:
-            rid = bundle.import_bundle(s, data)
+            rid = bundle.import_bundle(s, data, rows)
             n = len(data["cells"])
     except UsageError as e:
         raise UsageError(f"{file}: {e}") from None
-    click.echo(f"imported {file} as run {rid} ({n} cells) into {store.url}")
+    click.echo(f"imported {file} as run {rid} ({n} cells) into {store.shown}")
     return 0
 
 
@@ -430,10 +456,12 @@ def peaks(db, show):
                                                                    m.HostClass.key == facts.class_key))
             rows = repo.latest_peaks(s, host) if host else []
         if not rows:
-            raise UsageError(f"no peaks stored for {facts.hostname} in {store.url}: run `perfbench peaks` first")
-        click.echo(f"{facts.hostname}: measured {rows[0]['measured_at']:%Y-%m-%d %H:%M} ({rows[0]['isa']})")
+            raise UsageError(f"no peaks stored for {facts.hostname} in {store.shown}: run `perfbench peaks` first")
+        from perfbench.compare.escape import term
+
+        click.echo(f"{facts.hostname}: measured {rows[0]['measured_at']:%Y-%m-%d %H:%M} ({term(rows[0]['isa'])})")
         for line in peaks_mod.describe(rows):
-            click.echo(line)
+            click.echo(term(line))
         return
     ui = TerminalUI()
     info = builder.build(log=ui.info)

@@ -45,7 +45,9 @@ def _show(doc: dict, fmt: str, output: str | None) -> int:
     from perfbench.compare import render_change
 
     if fmt == "json":
-        emit(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", output)
+        from perfbench.compare.escape import json_text
+
+        emit(json_text(json.dumps(doc, indent=1, ensure_ascii=False)) + "\n", output)
     elif fmt == "markdown":
         emit(render_change.markdown(doc), output)
     else:
@@ -184,15 +186,17 @@ def calibrate(suite, filters, quick, threads, dtype, cache, spin, device, rounds
 
 
 def _calibration_table(cal: dict) -> str:
+    from perfbench.compare.escape import term
+
     meta = cal["calibration"]
     pooled = meta["pooled"]
     lines = [f"calibration {meta['id']}: {len(cal['cells'])} cells, {meta['rounds']} rounds, {meta['created_at']} "
-             f"on {cal['host_class']}",
+             f"on {term(cal['host_class'])}",
              "pooled sigma_b (median over cells): " + ", ".join(
                  f"{k} {100 * v:.2f}%" for k, v in pooled.items() if v is not None), "",
              f"{'case':60} {'dtype':5} {'thr':>3} {'cache':5} {'ab':>7} {'ours':>7} {'ORT':>7} {'ratio':>7}"]
     for c in cal["cells"]:
-        lines.append(f"{c['case_id'][:60]:60} {c['dtype']:5} {c['threads']:>3} {c['cache']:5} "
+        lines.append(f"{term(c['case_id'][:60]):60} {term(c['dtype']):5} {c['threads']:>3} {term(c['cache']):5} "
                      + " ".join(f"{100 * c[k]:6.2f}%" for k in ("sigma_ab", "sigma_ours", "sigma_ort", "sigma_ratio")))
     return "\n".join(lines)
 

@@ -44,7 +44,7 @@ def dashboard(out, host_class, suite, max_runs, db):
     with store.session() as s:
         hosts = data.load(s, host_class=host_class, suite=suite, max_runs=max_runs)
         if host_class and not hosts:
-            raise UsageError(f"no host class {host_class!r} in {store.url}")
+            raise UsageError(f"no host class {host_class!r} in {store.shown}")
     res = site.write_site(hosts, Path(out))
     n = sum(len(r["cells"]) for h in hosts for r in h["runs"])
     click.echo(f"wrote {res['pages']} pages with {res['figures']} figures from {n} cells to {out}/ in "

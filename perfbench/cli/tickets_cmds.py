@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import click
 
@@ -96,14 +95,14 @@ def tickets(ctx, show_all, watch, host_class, fmt, output, db):
         ts = _load(s, show_all, host_class)
         if not ts and fmt == "table":
             click.echo("no open tickets" + (" (or none at all)" if show_all else " (--all shows closed ones)")
-                       + f" in {store.url}", err=True)
+                       + f" in {store.shown}", err=True)
             return 0
         emit(_listing(ts, fmt), output)
     return 0
 
 
 @tickets.command("show")
-@click.argument("ticket_id", type=int)
+@click.argument("ticket_id", type=click.IntRange(1, 2**63 - 1))  # a database id: signed 64-bit
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
 @click.option("--db", metavar="URL", help=DB_HELP)
 def tickets_show(ticket_id, fmt, db):
@@ -118,7 +117,7 @@ def tickets_show(ticket_id, fmt, db):
     with store.session() as s:
         t = s.get(m.Ticket, ticket_id)
         if t is None:
-            raise UsageError(f"no ticket {ticket_id} in {store.url} (`perfbench tickets --all` lists them)")
+            raise UsageError(f"no ticket {ticket_id} in {store.shown} (`perfbench tickets --all` lists them)")
         if fmt == "json":
             click.echo(json.dumps(render.as_dict(t, t.host_class.key), indent=1))
         else:
@@ -133,13 +132,27 @@ def tickets_show(ticket_id, fmt, db):
 @click.option("--db", metavar="URL", help=DB_HELP)
 def tickets_export(directory, show_all, db):
     """Write one markdown file per ticket into DIRECTORY (ticket-<id>.md: the name never changes
-    with the ticket) and an index.md listing them by priority."""
-    import re
+    with the ticket) and an index.md listing them by priority.
 
+    Each file is written to a temporary file in DIRECTORY and renamed onto its name (a symlink
+    there is replaced, never written through), and starts with the line
+    `<!-- written by perfbench tickets export -->` (invisible in rendered markdown). A ticket-N.md
+    in DIRECTORY that this export did not write (a ticket closed since) is removed only if it is a
+    regular file carrying that line: your own ticket-99.md stays. Ticket files without it (from an
+    export before signatures, or someone else's) are left in place and named in one line on
+    stderr: delete them yourself if they are stale. No marker file is read or written. DIRECTORY
+    itself may be a symlink to a folder (you named it); a symlink to nothing is refused (exit 2)."""
+    import os
+    import re
+    from pathlib import Path
+
+    from perfbench import outdir
     from perfbench.store.db import Store
     from perfbench.tickets import render
 
-    os.makedirs(directory, exist_ok=True)
+    signature = "<!-- written by perfbench tickets export -->"  # the proof that an export wrote a file
+    ticket_file = re.compile(r"ticket-[0-9]+\.md")
+    folder = outdir.ensure_folder(Path(directory))
     store = Store(db)
     with store.session() as s:
         ts = _load(s, show_all, None)
@@ -147,13 +160,17 @@ def tickets_export(directory, show_all, db):
         for t in ts:
             name = f"ticket-{t.id}.md"
             written.add(name)
-            with open(os.path.join(directory, name), "w") as f:
-                f.write(f"# {t.id}. {render.md_text(t.title, 250)}\n\n" + render.body(t, t.host_class.key, render.events_of(t)))
-        for old in os.listdir(directory):  # a ticket closed since the last export: its file goes
-            if re.fullmatch(r"ticket-\d+\.md", old) and old not in written:
-                os.remove(os.path.join(directory, old))
-        with open(os.path.join(directory, "index.md"), "w") as f:
-            f.write("# perfbench tickets\n\n" + _listing(ts, "markdown"))
+            outdir.write_text(folder / name, f"{signature}\n# {t.id}. {render.md_text(t.title, 250)}\n\n"
+                              + render.body(t, t.host_class.key, render.events_of(t)))
+        outdir.write_text(folder / "index.md", f"{signature}\n# perfbench tickets\n\n" + _listing(ts, "markdown"))
+    # a ticket closed since an earlier export: its file goes if that export wrote it (signed)
+    stale = sorted((n for n in os.listdir(folder) if ticket_file.fullmatch(n) and n not in written),
+                   key=lambda n: int(n[len("ticket-"):-len(".md")]))
+    left = outdir.prune(folder, stale, written, ticket_file, signature=signature).left
+    if left:
+        click.echo(f"note: left {', '.join(rel for rel, _ in left)} in {directory}: not written by this export and "
+                   f"without the line {signature} (written by an export before signatures, or by someone else); "
+                   "delete them yourself if they are stale", err=True)
     click.echo(f"wrote {len(ts)} ticket file(s) and index.md to {directory}", err=True)
     return 0
 
@@ -241,8 +258,12 @@ def tickets_update(ref, suite, calibration, min_effect, db):
 @click.option("--host-class", "host_class", metavar="KEY", help="Only this host class's tickets.")
 @click.option("--api-url", metavar="URL", help="GitHub API root [env GITHUB_API_URL; default https://api.github.com].")
 @click.option("--dry-run", is_flag=True, help="Send nothing; print what would be sent (no token needed).")
+@click.option("--author", envvar="PERFBENCH_BOT_AUTHOR", metavar="LOGIN",
+              help="The login the token writes as: only issues it opened are edited, closed or reopened (anyone can "
+                   "paste a ticket's marker into an issue) [env PERFBENCH_BOT_AUTHOR; default: asked of GitHub "
+                   "(GET /user), which an Actions GITHUB_TOKEN cannot answer: then give github-actions[bot]].")
 @click.option("--db", metavar="URL", help=DB_HELP)
-def tickets_sync(repo_name, label, max_new, host_class, api_url, dry_run, db):
+def tickets_sync(repo_name, label, max_new, host_class, api_url, dry_run, author, db):
     """Create, update and close GitHub issues from the tickets (token: GITHUB_TOKEN, never printed).
 
     Idempotent: each issue carries a hidden marker with its ticket's id, a second sync changes
@@ -257,7 +278,7 @@ def tickets_sync(repo_name, label, max_new, host_class, api_url, dry_run, db):
     client = GitHubClient(repo_name, api_url=api_url, dry_run=dry_run, log=lambda line: click.echo(line, err=True))
     store = Store(db)
     with store.session() as s:
-        res = sync_mod.sync(s, client, label=label, max_new=max_new, host_class=host_class)
+        res = sync_mod.sync(s, client, label=label, max_new=max_new, host_class=host_class, author=author)
     verbs = {"created": "create", "updated": "update", "closed": "close", "reopened": "reopen"}
     for what, verb in verbs.items():
         for tid, num in getattr(res, what):

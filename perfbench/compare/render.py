@@ -9,7 +9,7 @@ import json
 import math
 
 from perfbench.compare import verdicts
-from perfbench.compare.escape import md_text
+from perfbench.compare.escape import md_text, term
 from perfbench.compare.views import short_case
 
 LEGEND = (
@@ -163,7 +163,7 @@ def table(doc: dict, color: bool = False) -> str:
             rows.append([short_case(c["case_id"], c["op"], c["params"]) + ext, c["dtype"], str(c["threads"]),
                          fmt_ns((c["ours"] or {}).get("median_ns")), fmt_ns(ort_ns) + mark, fmt_ratio(c),
                          fmt_kernel(c), fmt_vs_f32(c), status_of(c), fmt_tp(c), fmt_numerics(c), fmt_ort_path(c)])
-        out.append(f"{op_name}")
+        out.append(term(op_name))
         out.append(grid(headers, rows, color))
         out.append("")
     # summaries
@@ -198,6 +198,8 @@ def _wrap(text: str, width: int = 110) -> str:
 
 
 def grid(headers: list, rows: list, color: bool = False) -> str:
+    headers = [term(h) for h in headers]  # stored text (case ids, hostnames, shas in headers) reaches a terminal
+    rows = [[term(v) for v in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
     out = [line, "  ".join("-" * w for w in widths)]

@@ -4,6 +4,7 @@ URL), migrated to the current schema with Alembic on open."""
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,14 +31,34 @@ def resolve_url(url: str | None) -> str:
     return url
 
 
+_PASSWORD_PARAM = re.compile(r"(?i)((?:^|[?&;\s])(?:password|passwd|pwd|sslpassword)=)[^&;#\s'\"]*")
+
+
 def redact(url: str) -> str:
-    """The URL without its password, for messages."""
+    """The URL without its password: the one form every message and listing shows. A URL that
+    parses shows its password as `***`; one that does not parse may still carry one, so
+    everything between `://` and the last `@` is masked. A password given as a query parameter
+    (`?password=...`) is masked in both."""
+    url = str(url)
     try:
         from sqlalchemy.engine import make_url
 
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
+        if "@" in (parsed.host or ""):  # an unencoded '@' in the password: parsed at the wrong '@'
+            raise ValueError(url)
+        shown = url if parsed.password is None else parsed.render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001
-        return url
+        head, sep, rest = url.partition("://")
+        shown = head + sep + ("***@" + rest.rpartition("@")[2] if "@" in rest else rest)
+    return _PASSWORD_PARAM.sub(r"\1***", shown)
+
+
+def redact_text(text: str, url: str) -> str:
+    """`text` (e.g. a driver's error message) with the raw URL, any user:password@ part and any
+    password= parameter masked."""
+    text = str(text).replace(url, redact(url)) if url else str(text)
+    text = re.sub(r"://[^\s'\"]*:[^\s'\"]*@", "://***@", text)
+    return _PASSWORD_PARAM.sub(r"\1***", text)
 
 
 def _alembic_config(connection) -> Config:
@@ -57,11 +78,12 @@ def _sqlite_pragmas(dbapi_connection, _record):
 class Store:
     def __init__(self, url: str | None = None):
         self.url = resolve_url(url)
+        self.shown = redact(self.url)  # what messages show: never the password
         try:
             self.engine: Engine = create_engine(self.url, future=True)
         except (SQLAlchemyError, ImportError, ValueError) as e:
             raise DatabaseError(
-                f"cannot use database {redact(self.url)}: {e}\n"
+                f"cannot use database {redact(self.url)}: {redact_text(e, self.url)}\n"
                 "Check --db / PERFBENCH_DB: any SQLAlchemy URL (sqlite:///results.db, "
                 "postgresql+psycopg://user@host/db) or a SQLite file path.") from e
         if self.engine.dialect.name == "sqlite":
@@ -78,7 +100,8 @@ class Store:
                     command.upgrade(_alembic_config(conn), "head")
         except SQLAlchemyError as e:
             raise DatabaseError(
-                f"cannot open database {redact(self.url)}: {e.__class__.__name__}: {str(e).splitlines()[0]}\n"
+                f"cannot open database {redact(self.url)}: {e.__class__.__name__}: "
+                f"{redact_text(str(e).splitlines()[0], self.url)}\n"
                 "Check --db / PERFBENCH_DB (any SQLAlchemy URL, e.g. sqlite:///results.db or "
                 "postgresql+psycopg://user@host/db) and that the server is reachable."
             ) from e
@@ -91,7 +114,7 @@ class Store:
             s.commit()
         except SQLAlchemyError as e:
             s.rollback()
-            raise DatabaseError(f"database error on {redact(self.url)}: {e}") from e
+            raise DatabaseError(f"database error on {redact(self.url)}: {redact_text(e, self.url)}") from e
         except BaseException:
             s.rollback()
             raise

@@ -100,6 +100,9 @@ def _latest_query(suite: str | None, host_class_id: int | None):
     return q.order_by(m.Run.started_at.desc(), m.Run.id.desc())
 
 
+MAX_ID = 2**63 - 1
+
+
 def resolve_ref(s: Session, ref: str, *, suite: str | None = None, host_class_id: int | None = None) -> int:
     """A run reference -> run id.  ID | latest | latest@BRANCH | sha:PREFIX.
     `latest` forms pick the newest complete, non-partial, non-invalidated run of the suite on
@@ -107,7 +110,7 @@ def resolve_ref(s: Session, ref: str, *, suite: str | None = None, host_class_id
     ref = ref.strip()
     if re.fullmatch(r"\d+", ref):
         rid = int(ref)
-        if s.get(m.Run, rid) is None:
+        if rid > MAX_ID or s.get(m.Run, rid) is None:  # a database id is a signed 64-bit integer
             raise UsageError(f"no run {rid} in this database")
         return rid
     if ref == "latest" or ref.startswith("latest@"):
