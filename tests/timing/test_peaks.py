@@ -83,6 +83,32 @@ def test_order_violations_names_each_broken_pair():
     assert len(bad) == 1
 
 
+def _lv(t, ws, v, level):
+    return {**_r("read", t, ws, v), "level": level}
+
+
+def test_order_by_working_set_holds_between_levels_not_within_one():
+    """Zen 5, 48 KiB L1d, 1 thread: 64 KiB read 147-155 GB/s against 171-215 at 512 KiB in 6 of
+    6 fresh sets (both L2): a set the point-by-point check refused 4 times. A deeper level faster
+    than a shallower one is still refused."""
+    zen5 = [_lv(1, 16 * 1024, 380, "L1"), _lv(1, 64 * 1024, 150, "L2"), _lv(1, MiB // 2, 214, "L2"),
+            _lv(1, 4 * MiB, 120, "L3"), _lv(1, 256 * MiB, 30, "DRAM")]
+    assert peaks.order_violations(zen5) == []
+    bad = peaks.order_violations(zen5 + [_lv(1, 8 * MiB, 260, "L3")])  # L3 beats L2's best
+    assert len(bad) == 1 and "deeper level" in bad[0][2] and bad[0][0]["value"] == 214 and bad[0][1]["value"] == 260
+
+
+def test_read_ceiling_is_the_upper_envelope_past_a_cache_edge():
+    """A cell at 64 KiB on that host is bounded by the 512 KiB probe's 214 GB/s, not the 150 of
+    the point just past the L1: a smaller working set can be read at least as fast."""
+    zen5 = [_lv(1, 16 * 1024, 380, "L1"), _lv(1, 64 * 1024, 150, "L2"), _lv(1, MiB // 2, 214, "L2"),
+            _lv(1, 4 * MiB, 120, "L3"), _lv(1, 256 * MiB, 30, "DRAM")]
+    assert verdicts.read_ceiling(zen5, 1, 100 * 1024)["value"] == 214
+    assert verdicts.read_ceiling(zen5, 1, 20 * 1024)["value"] == 380
+    assert verdicts.read_ceiling(zen5, 1, 5 * MiB)["value"] == 120
+    assert verdicts.read_ceiling(zen5, 1, 64 * 1024, cold=True)["value"] == 30
+
+
 def test_measure_stores_median_and_every_sample(lib):
     rows = peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
                          target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=model)
