@@ -23,8 +23,15 @@ and reported: a user's own `op-notes.html` or `release-20240101/` survives a mar
 The output folder itself may be a symlink: the user named it on the command line, and following it
 is their choice.
 
-A marker that is not JSON or not of that shape lists nothing (reported, nothing removed): a marker
-is never trusted further than the names it could hold.
+A marker that is not JSON or not of that shape lists nothing (read_marker: reported, nothing
+removed; parse_marker: BadMarker, for a command that refuses such a folder): a marker is never
+trusted further than the names it could hold.
+
+Overwriting follows the same rule as removing: before writing anything, a command asks `not_ours`
+which of the names it is about to write hold something without its signature (a user's own
+index.html, a page from a version before signatures, a folder where a file goes) and refuses the
+folder if any does, so nothing is half-written. A symlink at a name, or on the way to it, is no
+obstacle: the write replaces it (never writes through it).
 """
 
 from __future__ import annotations
@@ -185,6 +192,51 @@ def own_path(folder: Path, rel, files: re.Pattern, folders: re.Pattern | None = 
     return here
 
 
+def not_ours(folder: Path, names, signature: str,
+             accept: Callable[[str, Path], bool] | None = None) -> list[tuple[str, str]]:
+    """(name, why) for each of `names` (relative, "/"-separated: what a command is about to write
+    in `folder`, in order) where something is in the way that is not the command's own, i.e. that
+    writing would destroy or fail on: a regular file without `signature` in its first SIGNED_BYTES
+    bytes (unless `accept(name, path)` says it is ours, e.g. a file of a signed folder), a folder
+    or any other non-file at the name, or a file where a folder on the way goes. A name with
+    nothing at it, or with a symlink at it or on the way to it, is fine: writing replaces the
+    link and never follows it (write_bytes, own_folder)."""
+    found = []
+    for name in names:
+        parts = name.split("/")
+        here = Path(folder)
+        for i, part in enumerate(parts):
+            here = here / part
+            try:
+                mode = os.lstat(here).st_mode
+            except FileNotFoundError:
+                break  # nothing there
+            except OSError as e:
+                found.append((name, f"unreadable: {e.strerror}"))
+                break
+            if stat.S_ISLNK(mode):
+                break  # replaced, never followed
+            if i < len(parts) - 1:
+                if not stat.S_ISDIR(mode):
+                    found.append((name, f"{'/'.join(parts[:i + 1])} is a file where a folder goes"))
+                    break
+                continue
+            if stat.S_ISDIR(mode):
+                found.append((name, "a folder where a file goes"))
+            elif not stat.S_ISREG(mode):
+                found.append((name, "not a regular file"))
+            elif not (signed(here, signature) or (accept is not None and accept(name, here))):
+                found.append((name, "no signature"))
+    return found
+
+
+def listing(found: list[tuple[str, str]], most: int = 5) -> str:
+    """The first `most` of not_ours' answer for a message: "a, b (a folder where a file goes) and 3 more"."""
+    shown = [name if why == "no signature" else f"{name} ({why})" for name, why in found[:most]]
+    more = f" and {len(found) - most} more" if len(found) > most else ""
+    return ", ".join(shown) + more
+
+
 def remove(path: Path) -> None:
     """Remove a path `own_path` returned: a folder with its contents (rmtree never follows a
     symlink inside it), a file unlinked; a missing one is no error."""
@@ -200,9 +252,10 @@ class Pruned(NamedTuple):
 
 
 def prune(folder: Path, listed: list, keep: set, files: re.Pattern, folders: re.Pattern | None = None,
-          log: Log | None = None, *, signature: str) -> Pruned:
+          log: Log | None = None, *, signature: str, dry_run: bool = False) -> Pruned:
     """Remove the entries of `listed` not in `keep` that name our own signed files or folders
-    (own_path); every other entry is left alone and, if `log`, reported (one warning each)."""
+    (own_path); every other entry is left alone and, if `log`, reported (one warning each). With
+    `dry_run`, nothing is removed: `removed` has the entries that would be."""
     removed, left = [], []
     for rel in listed:
         if isinstance(rel, str) and rel in keep:
@@ -215,29 +268,42 @@ def prune(folder: Path, listed: list, keep: set, files: re.Pattern, folders: re.
                 log(f"warning: not removing {rel!r} in {folder}: {e}")
             continue
         if os.path.lexists(path):
-            remove(path)
+            if not dry_run:
+                remove(path)
             removed.append(rel)
     return Pruned(removed, left)
 
 
+class BadMarker(Exception):
+    """A marker file that is unreadable or not JSON of the shape {"written": [...]}; the message says which."""
+
+
+def parse_marker(path: Path) -> list:
+    """The "written" list of marker file `path`; BadMarker when it cannot be read or is not JSON of
+    the shape {"written": [...]} (an empty file included). Entries are not checked here (prune does)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise BadMarker(f"is not readable JSON ({e})") from None
+    listed = doc.get("written") if isinstance(doc, dict) else None
+    if not isinstance(listed, list):
+        raise BadMarker('is not {"written": [names]}')
+    return listed
+
+
 def read_marker(path: Path, log: Log | None = None) -> list:
     """The "written" list of marker file `path`: [] when it is missing, and [] (reported) when it
-    is not JSON of the shape {"written": [...]}. Entries are not checked here (prune does)."""
+    is malformed (parse_marker)."""
     path = Path(path)
     if not path.exists():
         return []
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+        return parse_marker(path)
+    except BadMarker as e:
         if log:
-            log(f"warning: {path} is not readable JSON ({e}): removing nothing it lists")
+            log(f"warning: {path} {e}: removing nothing it lists")
         return []
-    listed = doc.get("written") if isinstance(doc, dict) else None
-    if not isinstance(listed, list):
-        if log:
-            log(f'warning: {path} is not {{"written": [names]}}: removing nothing it lists')
-        return []
-    return listed
 
 
 def write_marker(path: Path, written_by: str, written) -> None:

@@ -163,6 +163,53 @@ def test_a_malformed_marker_lists_nothing(tmp_path, text):
     assert outdir.read_marker(tmp_path / "missing", logged.append) == [] and len(logged) == 1
 
 
+@pytest.mark.parametrize("text", ["", "not json", "[1]", "{}", '{"written": "page-1.html"}', '{"written": {"a": 1}}'])
+def test_parse_marker_refuses_a_malformed_or_empty_marker(tmp_path, text):
+    """For a command that refuses such a folder (the dashboard): an empty or malformed marker is
+    no sign that a folder is ours."""
+    (tmp_path / "m").write_text(text)
+    with pytest.raises(outdir.BadMarker):
+        outdir.parse_marker(tmp_path / "m")
+    with pytest.raises(outdir.BadMarker, match="not readable"):
+        outdir.parse_marker(tmp_path / "missing")
+    (tmp_path / "m").write_text('{"written": ["a", 5]}')
+    assert outdir.parse_marker(tmp_path / "m") == ["a", 5]  # entries are prune's to check
+
+
+def test_not_ours_names_what_a_write_would_destroy(folder, tmp_path):
+    """Overwriting follows the removing rule: a name about to be written may hold our own signed
+    file, nothing, or a symlink (replaced, never followed); anything else is named."""
+    (folder / "page-3.html").write_text("my own page")
+    (folder / "page-5.html").mkdir()
+    os.mkfifo(folder / "page-6.html")
+    (folder / "notes").write_text("a file where a folder goes")
+    (folder / "link" / "page-7.html").write_text("outside, reached through a symlink")
+    names = ["page-1.html", "sub/page-2.html", "page-9.html", "page-3.html", "page-4.html", "page-5.html",
+             "page-6.html", "notes/page-1.html", "link/page-7.html", "assets/x.js", "new/page-1.html"]
+    assert outdir.not_ours(folder, names, SIG) == [
+        ("page-3.html", "no signature"), ("page-5.html", "a folder where a file goes"),
+        ("page-6.html", "not a regular file"), ("notes/page-1.html", "notes is a file where a folder goes"),
+        ("assets/x.js", "no signature")]
+    # an unsigned file a command knows to be its own (a file of a signed folder of ours)
+    def accept(name, path):
+        return outdir.signed(path.parent / outdir.FOLDER_SIGN, SIG)
+
+    assert [n for n, _ in outdir.not_ours(folder, ["assets/x.js", "page-3.html"], SIG, accept)] == ["page-3.html"]
+    assert outdir.not_ours(folder, ["page-3.html"], "<!-- someone else -->") == [("page-3.html", "no signature")]
+    assert outdir.not_ours(folder, ["page-1.html"], "<!-- someone else -->") == [("page-1.html", "no signature")]
+    found = outdir.not_ours(folder, names, SIG)
+    assert outdir.listing(found, most=3) == ("page-3.html, page-5.html (a folder where a file goes), page-6.html "
+                                             "(not a regular file) and 2 more")
+    assert (folder / "page-3.html").read_text() == "my own page"  # only looked at
+
+
+def test_a_dry_run_prune_removes_nothing(folder):
+    got = outdir.prune(folder, ["page-1.html", "assets", "notes.txt", "page-5.html"], set(), FILES, FOLDERS,
+                       signature=SIG, dry_run=True)
+    assert got.removed == ["page-1.html", "assets"] and [rel for rel, _ in got.left] == ["notes.txt"]
+    assert (folder / "page-1.html").exists() and (folder / "assets" / "x.js").exists()
+
+
 def test_marker_round_trip(tmp_path):
     outdir.write_marker(tmp_path / "m", "test", ["b", "a", "b"])
     assert outdir.read_marker(tmp_path / "m") == ["a", "b"]

@@ -136,12 +136,15 @@ def tickets_export(directory, show_all, db):
 
     Each file is written to a temporary file in DIRECTORY and renamed onto its name (a symlink
     there is replaced, never written through), and starts with the line
-    `<!-- written by perfbench tickets export -->` (invisible in rendered markdown). A ticket-N.md
-    in DIRECTORY that this export did not write (a ticket closed since) is removed only if it is a
-    regular file carrying that line: your own ticket-99.md stays. Ticket files without it (from an
-    export before signatures, or someone else's) are left in place and named in one line on
-    stderr: delete them yourself if they are stale. No marker file is read or written. DIRECTORY
-    itself may be a symlink to a folder (you named it); a symlink to nothing is refused (exit 2)."""
+    `<!-- written by perfbench tickets export -->` (invisible in rendered markdown). Nothing is
+    written over that lacks that line: if index.md or a ticket-N.md this export writes is there
+    without it (your own file, or one from an export before signatures), the export refuses up
+    front (exit 2), naming them, and writes nothing. A ticket-N.md in DIRECTORY that this export
+    does not write (a ticket closed since) is removed only if it is a regular file carrying that
+    line: your own ticket-99.md stays. Ticket files without it are left in place and named in one
+    line on stderr: delete them yourself if they are stale. No marker file is read or written.
+    DIRECTORY itself may be a symlink to a folder (you named it); a symlink to nothing is refused
+    (exit 2)."""
     import os
     import re
     from pathlib import Path
@@ -156,6 +159,11 @@ def tickets_export(directory, show_all, db):
     store = Store(db)
     with store.session() as s:
         ts = _load(s, show_all, None)
+        found = outdir.not_ours(folder, [f"ticket-{t.id}.md" for t in ts] + ["index.md"], signature)
+        if found:
+            raise UsageError(f"{directory}: {outdir.listing(found)} not written by perfbench tickets export (no "
+                             f"line {signature}: written by an older perfbench or by someone else): move them away "
+                             "or export to another folder; nothing was written")
         written = set()
         for t in ts:
             name = f"ticket-{t.id}.md"

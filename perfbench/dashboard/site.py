@@ -7,7 +7,8 @@ Each page records, for tests and for anyone curious, how many figures it has, ho
 console.error, as JSON in `<pre id="pb-check" hidden>` (see CHECK_JS and DRAW_JS).
 
 Every page carries SIGNATURE in its head and every folder the site creates (assets/, a host
-folder) a signed perfbench.outdir.FOLDER_SIGN file: the proof that a later run may remove it."""
+folder) a signed perfbench.outdir.FOLDER_SIGN file: the proof that a later run may write over or
+remove it (nothing without it is written over: _prepare checks every name first)."""
 
 from __future__ import annotations
 
@@ -276,62 +277,74 @@ def _warn(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _prepare(out: Path) -> tuple[list, list]:
-    """A new or empty folder, or one this command wrote before: then the files and folders it
-    listed in the marker are removed (so pages of ops, runs or hosts no longer in the database do
-    not linger) and nothing else is touched (.git, CNAME, your own files). Anything else is refused.
+def _prepare(out: Path, names: list[str], plotly_js: bytes) -> list:
+    """Make `out` ready for a run that writes `names` (relative paths, pages and
+    assets/plotly.min.js): a new or empty folder, or one this command wrote before; anything else
+    is refused (UsageError, exit 2) before anything is removed or written.
 
-    The marker is untrusted (a published site branch or a shared folder may carry a planted one):
-    an entry is removed only if it is one of the names this command writes (OWN_FILES,
-    OWN_FOLDERS) at the top of the folder, with no symlink on the way, and carries our signature
-    (a page with SIGNATURE in its head; a folder with a signed outdir.FOLDER_SIGN in it), see
-    perfbench.outdir.own_path. A marker that is not JSON {"written": [names]} lists nothing (a
-    warning; nothing removed, the site is written over it). Returns the list to fill with what
-    this run writes, and the (entry, why) left alone: write_site reports those it did not write
-    over (a page from a version before signatures, or a user's own file or folder)."""
+    A non-empty folder is ours only if its MARKER parses as {"written": [names]}: no marker, or an
+    empty or malformed one, is refused. Then every name this run writes is checked
+    (outdir.not_ours): a page there without SIGNATURE (the user's own, or from a version before
+    signatures), a folder at a page's name or a file at a folder's is refused, all of them named;
+    assets/plotly.min.js carries no signature and is ours when assets/ is a signed folder or the
+    file is the very plotly.js we write. A symlink at a name is no obstacle (replaced, never
+    followed); a name under an entry the prune below removes is not checked (it goes).
+
+    Then the marker's entries are removed (so pages of ops, runs or hosts no longer in the
+    database do not linger) and nothing else is touched (.git, CNAME, your own files). The marker
+    is untrusted (a published site branch or a shared folder may carry a planted one): an entry is
+    removed only if it is one of the names this command writes (OWN_FILES, OWN_FOLDERS) at the top
+    of the folder, with no symlink on the way, and carries our signature (a page with SIGNATURE in
+    its head; a folder with a signed outdir.FOLDER_SIGN in it), see perfbench.outdir.own_path.
+    Returns the (entry, why) left alone: write_site reports those it did not write over (a page
+    from a version before signatures, or a user's own file or folder)."""
     from perfbench.errors import UsageError
 
     outdir.ensure_folder(out)  # a file or a link to no folder: UsageError
     marker = out / MARKER
-    left: list = []
-    if any(out.iterdir()):
-        if not marker.exists():
-            raise UsageError(f"{out} is not empty and has no {MARKER} file (what `perfbench dashboard` leaves in a "
-                             "folder it wrote): choose a new or empty folder")
-        left = outdir.prune(out, outdir.read_marker(marker, _warn), set(), OWN_FILES, OWN_FOLDERS,
-                            signature=SIGNATURE).left
-    return [], left
+    if not any(out.iterdir()):
+        return []
+    if not marker.exists():
+        raise UsageError(f"{out} is not empty and has no {MARKER} file (what `perfbench dashboard` leaves in a "
+                         "folder it wrote): choose a new or empty folder")
+    try:
+        listed = outdir.parse_marker(marker)
+    except outdir.BadMarker as e:
+        raise UsageError(f"{marker} {e}, so {out} is not known to be a site `perfbench dashboard` wrote: choose a "
+                         f"new or empty folder; or, if it really is one, put {{\"written\": []}} in {marker} (your "
+                         "files are never written over, and nothing is removed)") from None
+
+    def ours(name: str, path: Path) -> bool:
+        return name == "assets/plotly.min.js" and (
+            outdir.signed(path.parent / outdir.FOLDER_SIGN, SIGNATURE) or path.read_bytes() == plotly_js)
+
+    going = set(outdir.prune(out, listed, set(), OWN_FILES, OWN_FOLDERS, signature=SIGNATURE, dry_run=True).removed)
+    found = outdir.not_ours(out, [n for n in names if n.split("/")[0] not in going], SIGNATURE, ours)
+    if found:
+        raise UsageError(f"{out}: {outdir.listing(found)} at names this run writes, not written by `perfbench "
+                         f"dashboard` (no {SIGNATURE} in the head: written by an older perfbench or by someone "
+                         "else): nothing was written; move them away or choose another folder")
+    return outdir.prune(out, listed, set(), OWN_FILES, OWN_FOLDERS, signature=SIGNATURE).left
 
 
 def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
-    """Write the site under `out`; returns {"pages": n, "figures": n, "seconds": s, "index": path}."""
+    """Write the site under `out`; returns {"pages": n, "figures": n, "seconds": s, "index": path}.
+    Every page's name is known before anything is written (_prepare checks them all)."""
     import plotly.offline
 
     t0 = time.perf_counter()
-    written, left = _prepare(out)
-    outdir.own_folder(out / "assets", SIGNATURE, _warn)
-    written.append("assets")
-    outdir.write_text(out / "assets" / "plotly.min.js", plotly.offline.get_plotlyjs())
     multi = len(hosts) > 1
-    pages = figs = 0
+    plan = []  # (host folder name or "", page name, host, ops, make the Page)
     host_links = []
     for host in hosts:
-        hdir = outdir.own_folder(out / host_dir(host["key"]), SIGNATURE, _warn) if multi else out
-        if multi:
-            written.append(hdir.name)
-        prefix = "../" if multi else ""
+        folder = host_dir(host["key"]) if multi else ""
         latest = latest_full(host["runs"])
         ops = sorted({c["op"] for r in latest.values() for c in r["cells"]})
 
-        def emit(name: str, page: Page, hdir=hdir, host=host, ops=ops, prefix=prefix) -> None:
-            nonlocal pages, figs
-            outdir.write_text(hdir / name, page.render(_nav(host, name, ops, multi), prefix))
-            if not multi:
-                written.append(name)
-            pages += 1
-            figs += len(page.figs)
+        def add(name: str, make, folder=folder, host=host, ops=ops) -> None:
+            plan.append((folder, name, host, ops, make))
 
-        emit("overview.html", overview(host, latest))
+        add("overview.html", lambda host=host, latest=latest: overview(host, latest))
         for op in ops:
             recent = [r for r in host["runs"] if any(c["op"] == op for c in r["cells"])][-run_choices:]
             base = f"op-{slug(op)}"
@@ -343,11 +356,31 @@ def write_site(hosts: list[dict], out: Path, run_choices: int = 6) -> dict:
 
             choices = recent if main in recent else recent + [main]
             for r in choices:
-                emit(name_of(r), op_page(host, op, r, choices, name_of))
-        emit("trends.html", trends_page(host, host["runs"]))
-        emit("roofline.html", roofline_page(host, latest))
-        emit("tickets.html", tickets_page(host, ops))
-        host_links.append((host_dir(host["key"]) + "/overview.html" if multi else "overview.html", host))
+                add(name_of(r), lambda host=host, op=op, r=r, choices=choices, name_of=name_of:
+                    op_page(host, op, r, choices, name_of))
+        add("trends.html", lambda host=host: trends_page(host, host["runs"]))
+        add("roofline.html", lambda host=host, latest=latest: roofline_page(host, latest))
+        add("tickets.html", lambda host=host, ops=ops: tickets_page(host, ops))
+        host_links.append((f"{folder}/overview.html" if multi else "overview.html", host))
+
+    plotly_js = plotly.offline.get_plotlyjs().encode("utf-8")
+    names = ["assets/plotly.min.js"] + [f"{f}/{n}" if f else n for f, n, *_ in plan] + ["index.html"]
+    left = _prepare(out, names, plotly_js)
+    written = []
+    outdir.own_folder(out / "assets", SIGNATURE, _warn)
+    written.append("assets")
+    outdir.write_bytes(out / "assets" / "plotly.min.js", plotly_js)
+    pages = figs = 0
+    for folder, name, host, ops, make in plan:
+        if folder and folder not in written:
+            outdir.own_folder(out / folder, SIGNATURE, _warn)
+            written.append(folder)
+        page = make()
+        outdir.write_text(out / folder / name, page.render(_nav(host, name, ops, multi), "../" if folder else ""))
+        if not folder:
+            written.append(name)
+        pages += 1
+        figs += len(page.figs)
     index = Page("perfbench dashboard")
     if not hosts:
         index.add("<p>The database has no runs yet: <code>perfbench run --suite attention</code>.</p>")

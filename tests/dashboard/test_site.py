@@ -21,7 +21,7 @@ from perfbench.tickets import lifecycle
 from tests.conftest import ROOT, perfbench_cmd
 from tests.dashboard import browser
 from tests.store.test_store import T0, add_run, env  # noqa: F401  (fixture)
-from tests.tickets.test_lifecycle import add_cells
+from tests.tickets.test_lifecycle import Runs, add_cells
 
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
@@ -233,15 +233,66 @@ def test_a_planted_marker_removes_nothing_but_our_own_files(planted, entries, cl
     assert "warning: not removing" in r.stderr
 
 
-@pytest.mark.parametrize("marker", ["not json", "[1, 2]", '{"written": "index.html"}', '{"written": {"a": 1}}'])
-def test_a_malformed_marker_lists_nothing(planted, marker, cli_env, db_url):
+@pytest.fixture()
+def one_run(store, env):  # noqa: F811
+    """A database with one run (so the site has overview.html and the other host pages)."""
+    Runs(store, env).take({(32, 1024): 1.6})
+    return store.url
+
+
+def snapshot(out):
+    """The names in `out` and the contents of its regular files: nothing written is the same snapshot."""
+    return {p.name: (p.read_bytes() if p.is_file() and not p.is_symlink() else None) for p in out.iterdir()}
+
+
+@pytest.mark.parametrize("marker", ["", "not json", "[1, 2]", '{"written": "index.html"}', '{"written": {"a": 1}}',
+                                    "{}"])
+def test_an_empty_or_malformed_marker_is_refused(planted, marker, cli_env, one_run):
+    """The review's finding: a folder with the user's own index.html and overview.html and an
+    empty (or malformed) marker got one warning, and both pages were replaced. A marker that is
+    not {"written": [...]} is no sign that the folder is ours: refused (exit 2), nothing written."""
     out, _, _ = planted
+    (out / "index.html").write_text("<html>my index</html>")
+    (out / "overview.html").write_text("<html>my overview</html>")
     (out / ".perfbench-dashboard").write_text(marker)
-    r = dashboard(cli_env, out, db_url)
-    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert (out / "notes.txt").read_text() == "mine" and (out / "CNAME").read_text() == "example.org"
-    assert "removing nothing it lists" in r.stderr
-    assert json.loads((out / ".perfbench-dashboard").read_text())["written"] == ["assets", "index.html"]
+    before = snapshot(out)
+    r = dashboard(cli_env, out, one_run)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert snapshot(out) == before and not (out / "assets").exists()
+    assert str(out / ".perfbench-dashboard") in r.stderr and "choose a new or empty folder" in r.stderr
+
+
+@pytest.mark.parametrize("listed", [[], ["overview.html"]], ids=["not-listed", "listed"])
+def test_a_users_page_at_a_name_this_run_writes_is_refused(planted, listed, cli_env, one_run):
+    """The review's finding: a valid marker, and the user's own overview.html (no signature) was
+    replaced by a generated page. Every page this run writes is checked first: one that is there
+    without our signature is refused up front (exit 2), before anything is removed or written."""
+    out, _, _ = planted
+    (out / "overview.html").write_text("<html>my overview</html>")
+    (out / ".perfbench-dashboard").write_text(json.dumps({"written": listed}))
+    before = snapshot(out)
+    r = dashboard(cli_env, out, one_run)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert snapshot(out) == before and not (out / "assets").exists()
+    assert "overview.html" in r.stderr and "written by an older perfbench or by someone else" in r.stderr
+    assert "move them away" in r.stderr
+    (out / "overview.html").unlink()  # moved away: the site is written, the user's other files kept
+    r = dashboard(cli_env, out, one_run)
+    assert r.returncode == 0, r.stderr
+    assert SIGNATURE in (out / "overview.html").read_text() and (out / "notes.txt").read_text() == "mine"
+    r = dashboard(cli_env, out, one_run)  # our own signed pages: written over
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_users_plotly_in_their_own_assets_folder_is_refused(planted, cli_env, one_run):
+    out, _, _ = planted
+    (out / "assets").mkdir()
+    (out / "assets" / "plotly.min.js").write_text("my own plotly build")
+    (out / ".perfbench-dashboard").write_text(json.dumps({"written": ["assets"]}))
+    r = dashboard(cli_env, out, one_run)
+    assert r.returncode == 2 and "assets/plotly.min.js" in r.stderr, r.stderr
+    assert (out / "assets" / "plotly.min.js").read_text() == "my own plotly build"
+    assert not (out / "index.html").exists() and not (out / "overview.html").exists()
 
 
 def test_pages_replace_symlinks_and_never_write_through_them(site, tmp_path, cli_env, store):
@@ -324,3 +375,33 @@ def test_our_own_stale_pages_and_folders_are_removed(tmp_path, cli_env, db_url):
     assert "not removing 'op-old.html'" in r.stderr and "not removing 'old-host-89abcdef'" in r.stderr
     assert "not removing 'index.html'" not in r.stderr and "not removing 'assets'" not in r.stderr
     assert (out / "index.html").is_file() and (out / "assets" / "plotly.min.js").is_file()
+
+
+def test_several_host_classes_each_page_checked_in_its_host_folder(store, env, cli_env, tmp_path):  # noqa: F811
+    """Host folders (several host classes): a previous run's signed folder and pages are written
+    over; an unsigned page at a name this run writes inside a host folder is refused, nothing
+    written."""
+    from tests.store.test_store import facts
+
+    with store.session() as s:
+        other_hc = repo.ensure_host(s, facts(hostname="big", cores=64)).host_class_id
+        add_cells(s, add_run(s, env, minutes=10), {(32, 1024): 1.6})
+        add_cells(s, add_run(s, env, minutes=20, hc_id=other_hc), {})
+    out = tmp_path / "site"
+    for _ in range(2):  # the second run writes over the first one's signed folders and pages
+        r = dashboard(cli_env, out, store.url)
+        assert r.returncode == 0, r.stderr
+    hosts = sorted(p for p in out.iterdir() if p.is_dir() and p.name != "assets")
+    assert len(hosts) == 2 and all(SIGNATURE in (h / "overview.html").read_text() for h in hosts)
+    assert outdir.signed(hosts[0] / outdir.FOLDER_SIGN, SIGNATURE)
+    shutil.rmtree(hosts[0])  # as a user's own folder by that name: not signed, and not listed
+    hosts[0].mkdir()
+    (hosts[0] / "trends.html").write_text("my own trends")
+    marker = out / ".perfbench-dashboard"
+    marker.write_text(json.dumps({"written": [n for n in json.loads(marker.read_text())["written"]
+                                              if n != hosts[0].name]}))
+    before = snapshot(out)
+    r = dashboard(cli_env, out, store.url)
+    assert r.returncode == 2 and f"{hosts[0].name}/trends.html" in r.stderr, r.stderr
+    assert snapshot(out) == before and (hosts[0] / "trends.html").read_text() == "my own trends"
+    assert sorted(p.name for p in hosts[0].iterdir()) == ["trends.html"]

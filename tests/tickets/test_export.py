@@ -75,7 +75,9 @@ def test_a_users_own_ticket_file_survives_a_planted_marker(runs, cli_env, tmp_pa
 def test_an_unsigned_ticket_file_from_an_older_export_is_named_and_left(runs, cli_env, tmp_path):
     """The review's finding (c): a folder exported before signatures (and before any marker) holds
     ticket-5.md of a ticket closed since; it cannot be told from the user's own file, so it is
-    left, and named on stderr (one line) for the user to delete."""
+    left, and named on stderr (one line) for the user to delete. (Tickets 5 and 12 are not
+    exported this run: at a name the export writes, an unsigned file is refused, see below.)"""
+    assert [t["id"] for t in runs.tickets()] == [1]
     out = tmp_path / "tickets"
     out.mkdir()
     (out / "ticket-5.md").write_text("# 5. Softmax f32 (an older export)\n")
@@ -131,3 +133,38 @@ def test_a_symlinked_folder_is_followed_and_a_dangling_one_refused(runs, cli_env
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     r = export(cli_env, runs, tmp_path / "dangling")
     assert r.returncode == 2 and "Traceback" not in r.stderr and "symbolic link to no folder" in r.stderr, r.stderr
+
+
+# ---- the signature rule applies to overwriting too: a user's own file at a name this export writes ----
+
+@pytest.mark.parametrize("name", ["index.md", "ticket-1.md"])
+def test_a_users_own_file_at_a_name_this_export_writes_is_refused(runs, cli_env, tmp_path, name):
+    """The review's finding: a user's own index.md (or a ticket-1.md of theirs, ticket 1 being
+    exported) was replaced without a word. Now the export refuses up front (exit 2), naming it,
+    and writes nothing."""
+    assert [t["id"] for t in runs.tickets()] == [1]
+    out = tmp_path / "tickets"
+    out.mkdir()
+    (out / name).write_text("my own notes")
+    r = export(cli_env, runs, out)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert (out / name).read_text() == "my own notes"
+    assert sorted(p.name for p in out.iterdir()) == [name]  # nothing half-written
+    assert name in r.stderr and "not written by perfbench tickets export" in r.stderr
+    assert "written by an older perfbench or by someone else" in r.stderr
+    assert "move them away or export to another folder" in r.stderr
+
+
+def test_an_unsigned_file_from_an_older_export_at_a_name_this_export_writes_is_refused(runs, cli_env, tmp_path):
+    """Files from an export before signatures cannot be told from the user's own: at a name this
+    export writes they are refused (a one-time step: move them away); our own signed files from
+    the last export are written over."""
+    out = tmp_path / "tickets"
+    assert export(cli_env, runs, out).returncode == 0
+    assert export(cli_env, runs, out).returncode == 0  # our own signed files: written over
+    (out / "index.md").write_text("# perfbench tickets\n(an older export)\n")
+    r = export(cli_env, runs, out)
+    assert r.returncode == 2 and "index.md" in r.stderr and "ticket-1.md" not in r.stderr, r.stderr
+    assert (out / "index.md").read_text() == "# perfbench tickets\n(an older export)\n"
+    (out / "index.md").unlink()  # the one-time step
+    assert export(cli_env, runs, out).returncode == 0 and (out / "index.md").read_text().startswith(SIGNATURE)
