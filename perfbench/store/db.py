@@ -31,7 +31,10 @@ def resolve_url(url: str | None) -> str:
     return url
 
 
-_PASSWORD_PARAM = re.compile(r"(?i)((?:^|[?&;\s])(?:password|passwd|pwd|sslpassword)=)[^&;#\s'\"]*")
+# a password given as a parameter: in a URL query up to the next '&' (a quote, ';', '#' or space
+# may be part of it), in a libpq keyword string ("password='se cret'") up to the closing quote
+_PASSWORD_PARAM = re.compile(r"""(?ix)((?:^|[?&;\s])(?:password|passwd|pwd|sslpassword)\s*=\s*)
+                                 ('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|[^&]*)""")
 
 
 def redact(url: str) -> str:

@@ -30,6 +30,10 @@ def pb(env, *args, timeout=120):
     f"postgresql+psycopg://alice:S3c?{SECRET}#x@[::1/db",
     f"postgresql+psycopg://alice@host/db?sslmode=require&password={SECRET}",  # a password as a parameter
     f"postgresql+psycopg://alice@[::1/db?password={SECRET}",
+    f"postgresql+psycopg://alice@host:1/db?password='x {SECRET}'",  # quotes, spaces, ';' and '#' in it
+    f"postgresql+psycopg://alice@host:1/db?password=x;{SECRET}",
+    f"postgresql+psycopg://alice@host:1/db?password=x#{SECRET}&sslmode=require",
+    f"postgresql+psycopg://alice@host:1/db?password=x {SECRET}",
 ])
 def test_redact_never_shows_the_password(url):
     shown = redact(url)
@@ -48,13 +52,15 @@ def test_redact_text_masks_the_url_inside_a_driver_message():
     assert SECRET not in redact_text(f"other form postgresql://bob:{SECRET}@h/x", "")
     assert SECRET not in redact_text(f"other form postgresql://bob:a/{SECRET}@h/x", "")
     assert SECRET not in redact_text(f"dsn host=h password={SECRET} from postgresql://h/x?password={SECRET}", "")
+    assert SECRET not in redact_text(f"libpq: host=h password='a {SECRET}' user=x", "")
 
 
 def test_unparsable_url_with_password_is_not_printed(tmp_path):
     """The issue's reproduction: `runs --db 'postgresql+psycopg://alice:S3cretPW@[::1/db'`."""
     env = cli_environ(tmp_path)
     for url in (f"postgresql+psycopg://alice:{SECRET}@[::1/db", f"postgresql+psycopg://alice:S3c/{SECRET}@[::1/db",
-                f"postgresql+psycopg://alice@[::1/db?password={SECRET}"):
+                f"postgresql+psycopg://alice@[::1/db?password={SECRET}",
+                f"postgresql+psycopg://alice@127.0.0.1:1/db?password='S3c {SECRET}'"):
         r = pb(env, "runs", "--db", url)
         assert r.returncode == 2, r.stderr
         assert SECRET not in r.stdout + r.stderr, r.stderr
