@@ -23,12 +23,13 @@ from perfbench.errors import UsageError
 
 CASE_ID_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.=-")
 
-# The most bytes one case's tensors may take (every input and output of its graph, floats counted
-# at 2 bytes, the narrowest type we run: an f32 cell of the case takes up to twice this): 4 GiB,
-# the cap on what `perfbench node` generates (it imports this). A guard against absurd shapes
-# (a 10**12-head or 32 TiB case), not a memory budget: counted at f32 it refused an f16 Softmax
-# node of 32768 x 32768 (2 GiB in, 2 GiB out) that `node` ran before. Shipped suites stay far
-# below it (the largest, a 1 GiB Gather table, is about 1.05 GB).
+# The most bytes one case's inputs may take (every input of its graph, floats counted at 2 bytes,
+# the narrowest type we run): 4 GiB, the cap `perfbench node` put on the inputs it generates in
+# their own type (it imports this). A guard against absurd shapes (a 10**12-head or 32 TiB case),
+# not a memory budget: an f32 cell of a case at the cap holds 8 GiB of inputs, its outputs and
+# the float64 oracle's copies besides. Counting outputs too, or floats at f32, refused f16 nodes
+# `node` ran before (Softmax 32768 x 40000: 2.4 GiB in). Shipped suites stay far below it (the
+# largest, a 1 GiB Gather table, is about 1.05 GB).
 MAX_CASE_BYTES = 4 * 2**30
 # integer parameters end up in the kernels' int64 argument fields
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -249,11 +250,11 @@ class Op:
         cid = case.case_id
         if not set(cid) <= CASE_ID_CHARS or ".." in cid:
             raise UsageError(f"{where}: case id {cid!r} would contain characters outside [A-Za-z0-9_.=-] or '..'")
-        nbytes = self.case_bytes(case)
+        nbytes = self.case_bytes(case, outputs=False)
         if nbytes > MAX_CASE_BYTES:
             raise UsageError(f"{where}: case {cid} would allocate {nbytes:,} bytes ({nbytes / 2**30:,.1f} GiB) of "
-                             f"inputs and outputs at 2 bytes a float, more than the {MAX_CASE_BYTES / 2**30:.0f} GiB a case may "
-                             "take: use a smaller shape")
+                             f"inputs at 2 bytes a float, more than the {MAX_CASE_BYTES / 2**30:.0f} GiB a case's "
+                             "inputs may take: use a smaller shape")
         return case
 
     def validate(self, case: Case, where: str) -> None:
@@ -263,12 +264,12 @@ class Op:
         """The size of each symbolic dimension (a str in a shape) of graph(case)."""
         return {}
 
-    def case_bytes(self, case: Case) -> int:
-        """Bytes of every tensor one cell of `case` allocates, floats at the narrowest width we run
-        (2 bytes: f16/bf16; an f32 cell takes up to twice this):
-        each input and output of graph(case) (an output aliased to an input is that input's
-        buffer, counted once; Gather's shared table counts in full), as an exact Python integer.
-        make_case refuses a case above MAX_CASE_BYTES."""
+    def case_bytes(self, case: Case, outputs: bool = True) -> int:
+        """Bytes of the tensors one cell of `case` allocates, floats at the narrowest width we run
+        (2 bytes: f16/bf16; an f32 cell takes up to twice this): each input of graph(case) and,
+        with `outputs`, each output (an output aliased to an input is that input's buffer,
+        counted once; Gather's shared table counts in full), as an exact Python integer.
+        make_case refuses a case whose inputs are above MAX_CASE_BYTES."""
         graph = self.graph(case)
         sizes = self.dim_sizes(case)
         narrowest = min(d.itemsize for d in dtypes.ALL)
@@ -285,6 +286,8 @@ class Op:
 
         aliased = set(self.aliases(case))
         total = sum(nbytes(i[2], i[1]) for i in graph.inputs if i[0])
+        if not outputs:
+            return total
         return total + sum(nbytes(o[1], o[2] if len(o) > 2 else "float") for o in graph.outputs
                            if o[0] and o[0] not in aliased)
 
