@@ -109,25 +109,27 @@ def cache_level(working_set: float, threads: int, l2: int | None, l3: int | None
 
 def _at(cand: list, working_set: float, cold: bool) -> dict:
     """cand (one kind, one thread count) sorted by working set: the probe at the largest working
-    set not above `working_set` (the smallest probed below it; the largest for a cold cell).
-    Bandwidth never rises with the working set, so that probe bounds what a loop over
-    `working_set` bytes can reach; interpolating to the next probe could fall below it at a cache
-    edge: Add 262144 f16 (1.5 MiB) at 1 thread was judged against 79 GB/s interpolated between
-    105 (1 MiB) and 61 (2 MiB) and reached 116% of it."""
+    set not above `working_set` (the smallest probed below it; the largest for a cold cell), or
+    a faster one of the same cache level at a larger working set (the level's upper envelope).
+    A loop over fewer bytes can go at least as fast as one over more, so that bounds what a loop
+    over `working_set` bytes can reach; interpolating to the next probe could fall below it at a
+    cache edge: Add 262144 f16 (1.5 MiB) at 1 thread was judged against 79 GB/s interpolated
+    between 105 (1 MiB) and 61 (2 MiB) and reached 116% of it. The envelope stays within the
+    level, so one probe of a deeper level cannot lift the ceilings of a shallower one."""
     if cold:
         return cand[-1]
     below = [p for p in cand if p["working_set_bytes"] <= working_set]
-    # the upper envelope: a loop over fewer bytes can go at least as fast as the probe of a larger
-    # working set, so the fastest probe from there on bounds it (just past a cache edge a probe can
-    # read slower than a larger one of the same level: 64 KiB at 150 GB/s against 210 at 512 KiB,
-    # 1 thread, Zen 5 with a 48 KiB L1d)
-    return max(cand[len(below) - 1 if below else 0:], key=lambda p: p["value"])
+    at = below[-1] if below else cand[0]
+    # the level's upper envelope: just past a cache edge a probe can read slower than a larger one
+    # of the same level (64 KiB at 150 GB/s against 210 at 512 KiB, 1 thread, Zen 5, 48 KiB L1d)
+    same = [p for p in cand if p["working_set_bytes"] >= at["working_set_bytes"] and p.get("level") == at.get("level")]
+    return max(same, key=lambda p: p["value"])
 
 
 def read_ceiling(peaks: list, threads: int, working_set: float, cold: bool = False) -> dict | None:
     """The bandwidth a loop over `working_set` bytes at `threads` threads can reach: the stored
     read probes (`perfbench peaks`) of that thread count (else the largest measured), read at the
-    largest probed working set not above the cell's (_at). A cold cell's data comes from DRAM
+    largest probed working set not above the cell's, or its level's envelope (_at). A cold cell's data comes from DRAM
     whatever its size: the largest working set probed. Returns the peak row (None: no read
     probes stored). Not a copy probe: with streaming stores past LLC/3 a copy speeds up with the
     working set (10.8 GB/s at 128 MiB, 23.6 at 256 MiB, 1 thread, Xeon), so it bounds nothing from

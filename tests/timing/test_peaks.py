@@ -95,7 +95,25 @@ def test_order_by_working_set_holds_between_levels_not_within_one():
             _lv(1, 4 * MiB, 120, "L3"), _lv(1, 256 * MiB, 30, "DRAM")]
     assert peaks.order_violations(zen5) == []
     bad = peaks.order_violations(zen5 + [_lv(1, 8 * MiB, 260, "L3")])  # L3 beats L2's best
-    assert len(bad) == 1 and "deeper level" in bad[0][2] and bad[0][0]["value"] == 214 and bad[0][1]["value"] == 260
+    assert [(a["value"], b["value"]) for a, b, why in bad if "deeper level" in why] == [(214, 260)]
+
+
+def test_a_flaky_probe_within_a_level_is_still_caught():
+    """A 2x outlier inside one level (up or down) breaks order; the Zen 5's 1.43x does not."""
+    zen5 = [_lv(1, 16 * 1024, 380, "L1"), _lv(1, 64 * 1024, 150, "L2"), _lv(1, MiB // 2, 214, "L2"),
+            _lv(1, 4 * MiB, 120, "L3"), _lv(1, 256 * MiB, 30, "DRAM")]
+    high = peaks.order_violations(zen5 + [_lv(1, MiB, 430, "L2")])  # above L1's best too: two breaks
+    assert any("within one level" in why for _, _, why in high)
+    low = peaks.order_violations(zen5[:2] + [_lv(1, 128 * 1024, 40, "L2")] + zen5[2:])
+    assert [(a["value"], b["value"]) for a, b, why in low if "within one level" in why] == [(40, 214)]
+
+
+def test_the_envelope_stays_within_a_level():
+    """One fast deeper-level probe does not lift a shallower level's ceilings."""
+    ladder = [_lv(1, 16 * 1024, 380, "L1"), _lv(1, 64 * 1024, 150, "L2"), _lv(1, MiB // 2, 214, "L2"),
+              _lv(1, 4 * MiB, 120, "L3"), _lv(1, 16 * MiB, 240, "L3"), _lv(1, 256 * MiB, 30, "DRAM")]
+    assert verdicts.read_ceiling(ladder, 1, 100 * 1024)["value"] == 214
+    assert verdicts.read_ceiling(ladder, 1, 5 * MiB)["value"] == 240
 
 
 def test_read_ceiling_is_the_upper_envelope_past_a_cache_edge():
