@@ -26,6 +26,7 @@ from perfbench.errors import Interrupted, UsageError
 from perfbench.kernels_ffi import builder, load
 from perfbench.store import hostinfo, repo
 from perfbench.store import models as m
+from perfbench.store.bundle_check import DISPATCH_NS
 from perfbench.store.calibration import sigma_lookup
 from perfbench.store.db import Store
 from perfbench.timing import caches, selfcheck
@@ -130,7 +131,12 @@ def ensure_peaks(store: Store, host_id: int, build_id: int, lib, facts, ui, forc
            "value": float(np.median(disp)), "samples": disp, "unit": "ns",
            "method": "Identity chain, graph optimizations off", "isa": ""}
     ui.info("  " + peaks_mod.describe([row])[0])
-    measured.append(row)
+    lo, hi = DISPATCH_NS
+    if all(lo <= x <= hi for x in disp):
+        measured.append(row)
+    else:  # never stored: `perfbench import` refuses it (a host this disturbed: the samples are noise)
+        ui.warn(f"ORT's per-node dispatch samples {', '.join(f'{x:.0f}' for x in disp)} ns are outside "
+                f"{lo:g}..{hi:g} ns: not stored (kernel-only ratios are left out)")
     with store.session() as s:
         repo.store_peaks(s, s.get(m.Host, host_id), s.get(m.Build, build_id), measured)
         return repo.latest_peaks(s, s.get(m.Host, host_id))
@@ -267,19 +273,18 @@ def new_run(suite, settings: dict, partial: bool, quick: bool, flts: list, host_
 
 
 def suite_settings(suite, quick: bool, replicates: int | None, processes: int | None = None) -> dict:
-    """The suite's measurement settings with --quick / --replicates / --processes applied."""
+    """The suite's measurement settings with --quick / --replicates / --processes applied, each
+    within its bound (suites.LIMITS: the CLI, the suite loader and `perfbench import` share them)."""
     settings = dict(suite.settings)
     if processes is not None:
-        if processes < 1:
-            raise UsageError(f"--processes {processes}: must be >= 1 (the worker processes a cell's replicates "
-                             "are spread over)")
+        suites.check_limit("processes", processes, "--processes")
         settings["processes"] = processes
     if quick:
         settings["replicates"] = settings["quick_replicates"]
-    if replicates:
-        if replicates < 2:
-            raise UsageError("--replicates must be >= 2 (a CI needs at least two replicates)")
+    if replicates is not None:
+        suites.check_limit("replicates", replicates, "--replicates")
         settings["replicates"] = replicates
+    suites.check_settings(settings, f"{suite.path}: [suite]")
     return settings
 
 
@@ -391,6 +396,9 @@ def run(opts: RunOptions, ui=None) -> int:
             flts = [filt.parse(f) for f in old.filters]
             opts.quick = old.quick
             settings = dict(old.settings)
+            # stored by an older perfbench (or imported): resumed only within today's bounds
+            suites.check_settings(settings, f"run {old.id}'s settings:",
+                                  f"run {old.id} cannot be resumed with it: start a new run instead")
             resume_done = {(c.case.case_id, c.dtype, c.threads, c.device, c.cache, c.spin) for c in old.cells}
             axes = old.settings.get("axes_overrides", {})
             opts.threads, opts.dtypes = axes.get("threads"), axes.get("dtypes")

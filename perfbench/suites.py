@@ -8,7 +8,7 @@
     cache = ["warm"]            # warm | cold
     spin = ["off"]              # off | on
     devices = ["cpu"]           # cpu | cuda (cuda cells need our CUDA kernels: a later issue)
-    replicates = 8              # measurement settings (see docs/protocol.md)
+    replicates = 8              # measurement settings (see docs/protocol.md; bounds: LIMITS below)
     processes = 3               # worker processes a cell's replicates are spread over
     timeout_s = 300
 
@@ -30,6 +30,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import tomllib
 
@@ -56,10 +57,88 @@ MAX_SUITE_CELLS = 20_000
 # threads per cell: the kernels' thread pool runs at most this many (PB_MAX_THREADS in
 # native/cpu/common/pool.c; a call asking for more is refused)
 MAX_THREADS = 256
+# a cell-axis list (dtypes, threads, cache, spin, devices: in [suite], a block or a command-line
+# override) of more values than a run may have cells (they multiply into the cells)
+MAX_AXIS_VALUES = MAX_SUITE_CELLS
+
+# The measurement settings' bounds: ONE set, shared by the suite loader ([suite] keys), the
+# command-line options (`run`, `ab`, `calibrate`: --replicates, --processes; calibrate's
+# --rounds), the runner (runner.suite_settings, and a resumed run's stored settings) and
+# `perfbench import` (store/bundle_check.py: a bundle's run settings and the lengths of the lists
+# a run stores: replicates_ns, blocks_ns, design). Each is far above the shipped defaults
+# (DEFAULTS: 8 replicates, 5 quick, 3 rounds, 3 processes, 3 ms blocks, a 300 s timeout; the
+# shipped suites keep them) and bounds what one cell can cost: a list of `processes` workers, a
+# timeout per share, replicates x rounds x sides blocks.
+MIN_REPLICATES = 2  # a CI needs at least two replicates
+MAX_REPLICATES = 1000
+MAX_ROUNDS = 100  # blocks of each side per replicate
+MAX_PROCESSES = 64  # worker processes per cell (ab and calibrate use at most 8 of them: ab.MAX_PROCESSES)
+MAX_BLOCK_MS = 60_000.0  # one timed block: a minute at most
+MAX_TIMEOUT_S = 86_400.0  # one worker share of a cell: a day at most
+MAX_SEED = 2**31 - 1  # numpy's default_rng takes any integer >= 0; cells.seed is an INTEGER (PostgreSQL: 32 bits)
+
+
+class Limit(NamedTuple):
+    """A setting's domain: lo..hi (lo excluded if lo_open), integers only if integer."""
+
+    lo: float
+    hi: float
+    what: str
+    integer: bool = True
+    lo_open: bool = False
+
+    def describe(self) -> str:
+        if self.integer:
+            return f"an integer in {self.lo}..{self.hi}"
+        return f"a number > {self.lo:g} and <= {self.hi:g}" if self.lo_open else f"a number in {self.lo:g}..{self.hi:g}"
+
+    def holds(self, v) -> bool:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (self.integer and not isinstance(v, int)):
+            return False
+        return (self.lo < v if self.lo_open else self.lo <= v) and v <= self.hi  # NaN: False
+
+
+LIMITS = {
+    "replicates": Limit(MIN_REPLICATES, MAX_REPLICATES, "replicates per cell; a CI needs at least 2"),
+    "quick_replicates": Limit(MIN_REPLICATES, MAX_REPLICATES, "replicates per cell under --quick"),
+    "rounds": Limit(1, MAX_ROUNDS, "blocks of each side per replicate"),
+    "processes": Limit(1, MAX_PROCESSES, "worker processes a cell's replicates are spread over"),
+    "block_ms": Limit(0, MAX_BLOCK_MS, "milliseconds of one timed block", integer=False, lo_open=True),
+    "timeout_s": Limit(0, MAX_TIMEOUT_S, "seconds one worker share of a cell may take", integer=False,
+                       lo_open=True),
+    "seed": Limit(0, MAX_SEED, "the inputs' random seed"),
+}
+# calibrate --rounds: A/A passes over the cells (a spread needs two; each costs a whole ab)
+CALIBRATE_ROUNDS = Limit(2, MAX_ROUNDS, "A/A passes over the cells; a spread needs at least 2, the default is 3")
 DEFAULTS = {"dtypes": ["f32"], "threads": [1], "cache": ["warm"], "spin": ["off"], "devices": ["cpu"],
             "replicates": 8, "rounds": 3,
             "block_ms": 3.0, "timeout_s": 300.0, "seed": 20261129, "quick_replicates": 5,
             "processes": 3}
+
+
+def check_limit(key: str, value, where: str, fix: str | None = None, limit: Limit | None = None) -> None:
+    """Refuse a measurement setting outside its bound (LIMITS[key], or `limit`): a UsageError
+    (exit 2) naming `where` (the option, or the file and key), the value, the bound and a fix."""
+    lim = limit or LIMITS[key]
+    if lim.holds(value):
+        return
+    if fix is None:
+        default = DEFAULTS.get(key)
+        fix = "give one in that range" + (f" (the default is {default})" if default is not None else "")
+    raise UsageError(f"{where}: {value!r} is not {lim.describe()} ({lim.what}); {fix}")
+
+
+def check_settings(settings: dict, where: str, fix: str | None = None) -> None:
+    """Every bounded setting in `settings` (a suite's, or a stored run's) within LIMITS."""
+    for key in LIMITS:
+        if key in settings:
+            check_limit(key, settings[key], f"{where} {key}", fix)
+
+
+def _check_axis_len(values: list, where: str) -> None:
+    if len(values) > MAX_AXIS_VALUES:
+        raise UsageError(f"{where}: {len(values):,} values, more than the {MAX_AXIS_VALUES:,} cells a run may have: "
+                         "give each value once")
 
 
 def suites_dir() -> Path:
@@ -117,6 +196,9 @@ class Suite:
         """The cells to measure, in suite order, and notes on what was skipped and why."""
         filters = filters or []
         filt.check_names(filters, self.axes())
+        for key, override in (("--dtype", dtypes_), ("--threads", threads), ("--cache", cache), ("--spin", spin),
+                              ("--device", devices)):
+            _check_axis_len(override or [], key)
         for t in threads or []:
             if int(t) > MAX_THREADS:
                 raise UsageError(f"threads={t}: more than the {MAX_THREADS} the kernels' thread pool runs: give at "
@@ -271,6 +353,9 @@ def _check_list(values: list, allowed: tuple, where: str, key: str) -> None:
 
 
 def _check_common_lists(table: dict, where: str) -> None:
+    for key in ("dtypes", "threads", "cache", "spin", "devices"):
+        if key in table:
+            _check_axis_len(table[key], f"{where} {key}")
     if "dtypes" in table:
         for d in table["dtypes"]:
             try:
@@ -326,9 +411,7 @@ def load(name_or_path: str) -> Suite:
     _check_keys(head, SUITE_KEYS, f"{where}: [suite]")
     _check_common_lists(head, f"{where}: [suite]")
     settings = {**DEFAULTS, **{k: v for k, v in head.items() if k not in ("name", "description")}}
-    if settings["processes"] < 1:
-        raise UsageError(f"{where}: [suite] processes = {settings['processes']}: must be >= 1 (the worker "
-                         "processes a cell's replicates are spread over; 1 = all in one)")
+    check_settings(settings, f"{where}: [suite]")
     blocks_raw = data.get("ops")
     if not isinstance(blocks_raw, list) or not blocks_raw:
         raise UsageError(f"{where}: needs at least one [[ops]] block")

@@ -381,3 +381,10 @@ def test_a_kernel_without_a_node_mapping_says_so(tmp_path):
     r = pb(str(tmp_path / "gqa.onnx"), "--no-time")
     assert r.returncode == 3, r.stdout + r.stderr
     assert "our GroupQueryAttention kernel exists, but perfbench node cannot map a node onto it yet" in r.stdout
+
+
+def test_node_replicates_past_the_bound_is_a_usage_error(tmp_path):
+    """--replicates has the bound every run has (suites.LIMITS), checked before the model is read."""
+    r = subprocess.run(perfbench_cmd() + ["node", str(tmp_path / "missing.onnx"), "--replicates", "1000000"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 2 and "--replicates: 1000000 is not an integer in 2..1000" in r.stderr, r.stderr

@@ -298,3 +298,70 @@ def test_list_refuses_a_suite_past_the_cell_cap_with_exit_2(tmp_path):
     r = subprocess.run(perfbench_cmd() + ["list", "--suite", str(FIXTURES / "heads_too_large.toml")], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "heads must be <= 1024, got 1000000000000" in r.stderr, r.stdout + r.stderr
+
+
+# ---- measurement settings: one set of bounds (suites.LIMITS), shared with the CLI options, the
+# runner and `perfbench import`. Before: the loader checked their types only (processes >= 1
+# aside), so timeout_s = 100000 or block_ms = 100000 ran and then their run's export could not
+# be imported; processes = 10**9 made the runner build a list of a billion workers
+
+def _suite_with(tmp_path, line: str) -> Path:
+    p = tmp_path / "limits.toml"
+    p.write_text(f'[suite]\nname = "limits"\n{line}\n'
+                 '[[ops]]\nop = "Softmax"\naxes = { heads = 2, queries = 1, keys = 64 }\n')
+    return p
+
+
+@pytest.mark.parametrize("line, needle", [
+    ("replicates = 1500", "[suite] replicates: 1500 is not an integer in 2..1000"),
+    ("replicates = 1", "[suite] replicates: 1 is not an integer in 2..1000"),
+    ("quick_replicates = 1001", "[suite] quick_replicates: 1001 is not an integer in 2..1000"),
+    ("rounds = 101", "[suite] rounds: 101 is not an integer in 1..100"),
+    ("rounds = 0", "[suite] rounds: 0 is not an integer in 1..100"),
+    ("processes = 100", "[suite] processes: 100 is not an integer in 1..64"),
+    ("processes = 1000000000", "[suite] processes: 1000000000 is not an integer in 1..64"),
+    ("processes = 0", "[suite] processes: 0 is not an integer in 1..64"),
+    ("block_ms = 100000", "[suite] block_ms: 100000 is not a number > 0 and <= 60000"),
+    ("block_ms = 0", "[suite] block_ms: 0 is not a number > 0 and <= 60000"),
+    ("timeout_s = 100000", "[suite] timeout_s: 100000 is not a number > 0 and <= 86400"),
+    ("timeout_s = inf", "[suite] timeout_s: inf is not a number > 0 and <= 86400"),
+    ("timeout_s = nan", "[suite] timeout_s: nan is not a number > 0 and <= 86400"),
+    ("seed = -1", "[suite] seed: -1 is not an integer in 0..2147483647"),
+])
+def test_settings_past_their_bounds_are_refused(tmp_path, line, needle):
+    p = _suite_with(tmp_path, line)
+    with pytest.raises(UsageError) as ei:
+        suites.load(str(p))
+    msg = str(ei.value)
+    assert msg.startswith(f"{p}: ") and needle in msg and "give one in that range (the default is " in msg, msg
+    assert ei.value.exit_code == 2
+
+
+def test_settings_at_their_bounds_load(tmp_path):
+    p = _suite_with(tmp_path, "replicates = 1000\nquick_replicates = 2\nrounds = 100\nprocesses = 64\n"
+                              "block_ms = 60000\ntimeout_s = 86400\nseed = 0")
+    assert suites.load(str(p)).settings["rounds"] == 100
+    p = _suite_with(tmp_path, "replicates = 2\nrounds = 1\nprocesses = 1\nblock_ms = 0.001\ntimeout_s = 0.5")
+    assert suites.load(str(p)).settings["processes"] == 1
+
+
+def test_bounds_are_far_above_every_shipped_setting():
+    for path in suites.suites_dir().glob("*.toml"):
+        s = suites.load(str(path))
+        for key, lim in suites.LIMITS.items():
+            assert lim.holds(s.settings[key]) and s.settings[key] * 10 <= lim.hi, (path.name, key)
+    for key, lim in suites.LIMITS.items():
+        assert lim.holds(suites.DEFAULTS[key]), key
+
+
+def test_an_axis_list_longer_than_a_run_may_have_cells_is_refused(tmp_path):
+    # the block's own threads: before, the [suite] list loaded and was stored with the run,
+    # whose bundle then could not be imported
+    p = tmp_path / "long.toml"
+    p.write_text('[suite]\nname = "long"\nthreads = [' + ", ".join(["1"] * 20_001) + "]\n"
+                 '[[ops]]\nop = "Softmax"\nthreads = [1]\naxes = { heads = 2, queries = 1, keys = 64 }\n')
+    with pytest.raises(UsageError, match=r"\[suite\] threads: 20,001 values, more than the 20,000 cells"):
+        suites.load(str(p))
+    s = suites.load(str(_suite_with(tmp_path, "")))
+    with pytest.raises(UsageError, match=r"--dtype: 20,001 values, more than the 20,000 cells"):
+        s.expand(dtypes_=["f32"] * 20_001, max_threads=1)

@@ -136,14 +136,43 @@ def suite_options(f):
     return f
 
 
+def bounded(key: str, limit: suites.Limit | None = None):
+    """A click callback refusing an option's value outside its bound (suites.LIMITS[key], or
+    `limit`), at the door: a UsageError (exit 2) naming the option, the value, the bound and a fix.
+    `run`, `ab` and `calibrate` share it, and the bounds with the suite loader, the runner and
+    `perfbench import`."""
+    def check(ctx, param, value):
+        if value is not None:
+            suites.check_limit(key, value, param.opts[0], limit=limit)
+        return value
+    return check
+
+
+def _runner_label(ctx, param, value):
+    """--runner-label as `perfbench import` takes it (an identifier of at most 255 characters: no
+    control or format character, no lone surrogate from undecodable bytes in the arguments)."""
+    if value is not None:
+        from perfbench.store import bundle_check
+        from perfbench.store import models as m
+
+        bundle_check.value(m.Run.__table__.c.runner_label, value, "--runner-label")
+    return value
+
+
+REPLICATES_HELP = (f"Replicates per cell, {suites.MIN_REPLICATES}..{suites.MAX_REPLICATES} "
+                   f"(default: the suite's, {suites.DEFAULTS['replicates']}).")
+PROCESSES_OPTION_HELP = f"{PROCESSES_HELP} At most {suites.MAX_PROCESSES}."
+
+
 @cli.command()
 @suite_options
 @click.option("--max-time", type=float, metavar="SECONDS",
               help="Stop starting new cells after this long (the run is then partial; --resume finishes it).")
 @click.option("--resume", type=int, metavar="RUN", help="Measure only the cells missing from run RUN.")
-@click.option("--replicates", type=int, metavar="N", help="Replicates per cell (default: the suite's, 8).")
-@click.option("--processes", type=int, metavar="P", help=PROCESSES_HELP)
-@click.option("--runner-label", metavar="LABEL", help="Recorded with the run (e.g. the CI runner's name).")
+@click.option("--replicates", type=int, metavar="N", callback=bounded("replicates"), help=REPLICATES_HELP)
+@click.option("--processes", type=int, metavar="P", callback=bounded("processes"), help=PROCESSES_OPTION_HELP)
+@click.option("--runner-label", metavar="LABEL", callback=_runner_label,
+              help="Recorded with the run (e.g. the CI runner's name).")
 @click.option("--db", metavar="URL", help=DB_HELP)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the final table.")
@@ -431,8 +460,9 @@ def peaks(db, show):
     per-node dispatch. `run` does this once per host.
 
     Each probe is measured 3 times, interleaved with the others; the median is stored with
-    every sample. A set that breaks physical order (more threads slower, a larger working set
-    faster, beyond 15%) is re-measured twice and then refused: nothing stored, exit 1.
+    every sample. A set that breaks physical order (more threads slower, a deeper cache level
+    faster, beyond 15%; a larger working set faster within one level, beyond 75%) is
+    re-measured twice and then refused: nothing stored, exit 1.
 
     \b
     perfbench peaks            # measure (about 15 s on 2 cores)

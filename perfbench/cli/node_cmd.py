@@ -51,6 +51,9 @@ def node(model, data, dims, threads, save_to, no_time, replicates, fmt):
       perfbench node ln.onnx --data ln-data/ --threads 2 --save ln-replay/
     """
     from perfbench import node as node_mod
+    from perfbench import suites
+
+    suites.check_limit("replicates", replicates, "--replicates")  # the bound every run has
 
     def progress(phase):
         if fmt == "text" and sys.stderr.isatty():

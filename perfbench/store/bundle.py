@@ -229,6 +229,10 @@ def import_bundle(s: Session, bundle: dict, rows: dict | None = None) -> int:
         why = str(e.orig).strip().splitlines()[0] if e.orig is not None else type(e).__name__
         raise BundleError(f"the database refused the bundle ({type(e).__name__}: {why[:200]}); nothing "
                           "imported") from None
+    except UnicodeError as e:  # text the driver cannot encode (a lone surrogate the checks did not foresee)
+        why = f"{e.reason} at {e.start}" if isinstance(e, (UnicodeEncodeError, UnicodeDecodeError)) else "text"
+        raise BundleError(f"the database refused the bundle ({type(e).__name__}: {why[:200]}); nothing "
+                          "imported") from None
 
 
 def _write(s: Session, data: dict) -> int:

@@ -28,10 +28,16 @@ dashboard, tickets, repro, run --resume):
 * times in ns: finite, at most MAX_NS in size (a replicate can be negative or zero on a
   below-resolution side: ours minus its floor, ORT's differential); a timed side (ok,
   ort-discrepancy) has every replicate and its median at least MIN_TIMED_NS (check_resolution);
-* peaks: finite, > 0 but for ORT's per-node dispatch (a difference of two times);
-* run settings: the bounds below (suites.MAX_THREADS, the dtypes, cache, spin and device modes);
+* peaks: finite, > 0 but for ORT's per-node dispatch (a difference of two times: within
+  DISPATCH_NS);
+* run settings: the suite loader's bounds (suites.LIMITS, suites.MAX_THREADS, the dtypes,
+  cache, spin and device modes), and the lists a run stores no longer than those settings make
+  them (replicates, rounds x sides);
+* every string (every String/Text column, free text included, and every string or key inside a
+  JSON column): no lone surrogate (Unicode Cs: JSON's "\\ud800" escape reads as one; no database
+  or terminal can encode it);
 * short identifiers (every String/Text column but FREE_TEXT, and identifier lists in JSON
-  columns): no control or format characters (Unicode Cc, Cf, Zl, Zp); hashes hexadecimal.
+  columns): no control or format characters (Unicode Cc, Cf, Zl, Zp, Cs); hashes hexadecimal.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from typing import NamedTuple
 
 from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Text
 
-from perfbench import SCHEMA_VERSION
+from perfbench import SCHEMA_VERSION, suites
 from perfbench.errors import UsageError
 
 
@@ -56,7 +62,7 @@ class BundleError(UsageError):
 INT64 = (-(2**63), 2**63 - 1)
 # threads of a cell: suites.MAX_THREADS (the kernels' thread pool runs at most 256); peaks are
 # probed at the host's core count too, so theirs may be larger
-MAX_THREADS = 256
+MAX_THREADS = suites.MAX_THREADS
 MAX_PEAK_THREADS = 4096
 MAX_JSON_DEPTH = 32
 MAX_TEXT = 1_000_000  # characters in a Text column
@@ -66,14 +72,25 @@ GIT_SHA = re.compile(r"[0-9a-f]{4,64}")  # SHA-1 (40) or SHA-256 (64), or an abb
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_$-]{1,40}")  # a JSON key shown as is in a refusal's where
 NONNEG = (0, INT64[1])
 
-# run settings (runs.settings; `run --resume` measures with them): the suite loader and the CLI
-# bound threads (suites.MAX_THREADS) and the modes; these bound the rest
-MAX_PROCESSES = 64  # worker processes a cell's replicates are spread over (ab/calibrate cap theirs at 8)
-MAX_REPLICATES = 1000  # replicates per cell (and so the length of replicates_ns, blocks_ns, cells.n)
-MAX_ROUNDS = 100
-MAX_BLOCK_MS = 60_000.0  # one timed block: a minute at most
-MAX_TIMEOUT_S = 86_400.0  # one worker share of a cell: a day at most
+# run settings (runs.settings; `run --resume` measures with them): the bounds the suite loader,
+# the CLI options and the runner enforce (suites.LIMITS), so that whatever `run` stores imports
+MAX_PROCESSES = suites.MAX_PROCESSES  # worker processes a cell's replicates are spread over
+MAX_REPLICATES = suites.MAX_REPLICATES  # replicates per cell (the length of replicates_ns, blocks_ns, design)
+# ... at least 1 here: a run stored before the suite loader bounded replicates (>= 2) may have 1
+MIN_STORED_REPLICATES = 1
+MAX_ROUNDS = suites.MAX_ROUNDS  # blocks of each side per replicate (the length of one replicate's blocks_ns)
+# sides timed in each round: ours and ORT (run), base, head and ORT (ab, calibrate): a replicate's
+# design.order holds rounds x sides entries (protocol.Harness._rotation)
+MAX_SIDES = 3
+MAX_BLOCK_MS = suites.MAX_BLOCK_MS  # one timed block: a minute at most
+MAX_TIMEOUT_S = suites.MAX_TIMEOUT_S  # one worker share of a cell: a day at most
 MAX_EVICT_BYTES = 1 << 40  # the cold-cache eviction buffer (twice the last-level cache)
+# ORT's per-node dispatch (runner.ensure_peaks: selfcheck.ort_node_dispatch_ns, (median t(64
+# Identity nodes) - median t(1)) / 63, a few hundred ns to a few us): a difference of two medians,
+# so slightly negative by noise on a fast host; -10 us per node is far below any noise (it would
+# take a 64-node chain 0.6 ms faster than one node), 1 ms per Identity node far above any host.
+# Unbounded, kernel_only took -1.7e308 x nodes out of ORT's time: ratio 0.0, dispatch -inf.
+DISPATCH_NS = (-10_000.0, 1_000_000.0)
 
 # times in ns: a per-call time within a share's timeout; a timed side's replicates are above the
 # timer's resolution, at least 1 ns (protocol.check_resolution)
@@ -137,20 +154,24 @@ FLOAT_RULES = {
     "measurements.throughput": NONNEG_F, "measurements.peak_share": NONNEG_F,  # work / median, over a peak
 }
 
-# text columns that are free text (messages, reasons): any character but NUL (the terminal
-# escaper shows the rest); every other text column is an identifier (no_control)
+# text columns that are free text (messages, reasons): any character but NUL and a lone
+# surrogate (the terminal escaper shows the rest); every other text column is an identifier
+# (no_control)
 FREE_TEXT = {"runs.invalidated_why", "runs.message", "cells.verdict_note", "measurements.message"}
-_CONTROL = ("Cc", "Cf", "Zl", "Zp")
+_CONTROL = ("Cc", "Cf", "Zl", "Zp", "Cs")
+# a lone surrogate (category Cs): json.loads reads the escape "\ud800" (or "\udc00", unpaired) as
+# one; no UTF-8 text holds it, so a database refuses it on flush (SQLite: UnicodeEncodeError) or
+# stores it in a JSON column (escaped) for a reader to crash on when it prints it
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @functools.cache
 def _choices() -> dict:
     """Enumerated text columns -> their allowed values (None allowed where the column is nullable)."""
-    from perfbench import dtypes, suites
+    from perfbench import dtypes
     from perfbench.compare import verdicts, views
 
     assert set(verdicts.FAIL_STATUSES) <= set(STATUSES)
-    assert MAX_THREADS == suites.MAX_THREADS
     names = tuple(d.name for d in dtypes.ALL)
     return {
         "peaks.kind": PEAK_KINDS, "peaks.level": LEVELS, "peaks.unit": PEAK_UNITS,
@@ -209,6 +230,14 @@ def _short(where: str) -> str:
     return where if len(where) <= 160 else where[:100] + "..." + where[-50:]
 
 
+def no_surrogate(v: str, where: str) -> None:
+    """Any string: no lone surrogate (not Unicode text; see _SURROGATE)."""
+    m = _SURROGATE.search(v)
+    if m is not None:
+        raise BundleError(f"{_short(where)}: a lone surrogate {m.group()!r} at {m.start()} (half a UTF-16 pair, "
+                          "not text a database can store)")
+
+
 def plain_json(v, where: str, depth: int = 0):
     """v as stored: plain JSON data (no deeper than MAX_JSON_DEPTH, integers within 64 bits,
     strings and keys of at most MAX_JSON_STRING characters), {"$float": "inf"|"-inf"|"nan"}
@@ -222,6 +251,7 @@ def plain_json(v, where: str, depth: int = 0):
             raise BundleError(f"{_short(where)}: a string longer than {MAX_JSON_STRING} characters")
         if "\x00" in v:
             raise BundleError(f"{_short(where)}: contains a NUL character")
+        no_surrogate(v, where)
         return v
     if isinstance(v, int):
         if not INT64[0] <= v <= INT64[1]:
@@ -237,6 +267,7 @@ def plain_json(v, where: str, depth: int = 0):
         for k in v:
             if len(k) > MAX_JSON_STRING or "\x00" in k:
                 raise BundleError(f"{_short(where)}: a key longer than {MAX_JSON_STRING} characters or with a NUL")
+            no_surrogate(k, f"{where} (a key)")
         return {k: plain_json(x, f"{where}.{k}" if _PLAIN_KEY.fullmatch(k) else f"{where}[{show(k)}]", depth + 1)
                 for k, x in v.items()}
     if isinstance(v, list):
@@ -246,7 +277,8 @@ def plain_json(v, where: str, depth: int = 0):
 
 def no_control(v: str, where: str) -> None:
     """An identifier: no control or format characters (Unicode Cc, Cf, Zl, Zp) a terminal or a
-    page would act on (escape sequences, bidirectional overrides, line breaks)."""
+    page would act on (escape sequences, bidirectional overrides, line breaks), no lone
+    surrogate (Cs)."""
     for i, ch in enumerate(v):
         if unicodedata.category(ch) in _CONTROL:
             raise BundleError(f"{_short(where)}: a control or format character {ch!r} at {i} (an identifier "
@@ -337,17 +369,17 @@ def _dtype_name(v, where):
 def _axis_lists() -> dict:
     """The cell axes a suite (suites.load) and `run` (--threads, --dtype, ...) may set: key -> the
     check of its list (a run's settings and their axes_overrides)."""
-    from perfbench import suites
-
-    return {"dtypes": _list_of(_dtype_name, 16), "threads": _list_of(_int_in(1, suites.MAX_THREADS), 1024),
-            "cache": _list_of(_one_of(suites.CACHE_MODES), 16), "spin": _list_of(_one_of(suites.SPIN_MODES), 16),
-            "devices": _list_of(_one_of(suites.DEVICES), 16)}
+    most = suites.MAX_AXIS_VALUES  # what the suite loader and suites.expand take
+    return {"dtypes": _list_of(_dtype_name, most), "threads": _list_of(_int_in(1, suites.MAX_THREADS), most),
+            "cache": _list_of(_one_of(suites.CACHE_MODES), most), "spin": _list_of(_one_of(suites.SPIN_MODES), most),
+            "devices": _list_of(_one_of(suites.DEVICES), most)}
 
 
 # suite settings a run keeps (suites.DEFAULTS, runner.suite_settings/expand_cells; ab adds "ab");
 # `run --resume` measures with them (runner.run): what it reads is required
 _SETTINGS = {
-    "replicates": _int_in(1, MAX_REPLICATES), "quick_replicates": _int_in(1, MAX_REPLICATES),
+    "replicates": _int_in(MIN_STORED_REPLICATES, MAX_REPLICATES),
+    "quick_replicates": _int_in(MIN_STORED_REPLICATES, MAX_REPLICATES),
     "rounds": _int_in(1, MAX_ROUNDS), "processes": _int_in(1, MAX_PROCESSES), "seed": _index,
     "evict_bytes": _int_in(0, MAX_EVICT_BYTES), "block_ms": _num_in(0, MAX_BLOCK_MS),
     "timeout_s": _num_in(0, MAX_TIMEOUT_S),
@@ -383,8 +415,8 @@ def _design(v, where):
     _dict(v, where)
     if "process" in v:
         _list_of(_int_in(0, MAX_PROCESSES - 1), MAX_REPLICATES)(v["process"], f"{where}.process")
-    if "order" in v:
-        _list_of(_list_of(_ident, 64), MAX_REPLICATES)(v["order"], f"{where}.order")
+    if "order" in v:  # per replicate: the side of each block, rounds x sides of them
+        _list_of(_list_of(_ident, MAX_ROUNDS * MAX_SIDES), MAX_REPLICATES)(v["order"], f"{where}.order")
 
 
 def _meta(v, where):
@@ -419,7 +451,7 @@ JSON_SHAPES = {
     "cases.params": _dict,
     "cells.design": _design,
     "measurements.detail": _list_of(_ident), "measurements.replicates_ns": _list_of(_NS, MAX_REPLICATES),
-    "measurements.blocks_ns": _list_of(_list_of(_NS), MAX_REPLICATES),
+    "measurements.blocks_ns": _list_of(_list_of(_NS, MAX_ROUNDS), MAX_REPLICATES),  # per replicate, per round
 }
 
 
@@ -458,6 +490,7 @@ def value(col, v, where: str):
             raise BundleError(f"{where}: longer than {limit} characters")
         if "\x00" in v:
             raise BundleError(f"{where}: contains a NUL character")
+        no_surrogate(v, where)
         allowed = _choices().get(name)
         if allowed is not None and v not in allowed:
             raise BundleError(f"{where}: expected one of {', '.join(allowed)}, got {show(v)}")
@@ -511,11 +544,16 @@ def _line(e: BaseException, most: int) -> str:
 
 def check_peak(vals: dict, where: str) -> None:
     """A probe's unit is its kind's; a rate (GFLOP/s, GB/s) is > 0 (derive and the dashboard
-    divide by it); ORT's dispatch (runner.ensure_peaks: t(64 nodes) - t(1), over 63) any finite."""
+    divide by it); ORT's dispatch (runner.ensure_peaks: t(64 nodes) - t(1), over 63) and its
+    samples within DISPATCH_NS (kernel_only takes nodes x it out of ORT's time)."""
     kind = vals["kind"]
     if vals["unit"] != PEAK_UNIT_OF[kind]:
         raise BundleError(f"{where}.unit: a {kind} probe is in {PEAK_UNIT_OF[kind]}, got {show(vals['unit'])}")
     if kind == "ort_node_dispatch":
+        lo, hi = DISPATCH_NS
+        for w, x in [("value", vals["value"])] + [(f"samples[{i}]", x) for i, x in enumerate(vals.get("samples") or [])]:
+            if not lo <= x <= hi:
+                raise BundleError(f"{where}.{w}: expected ORT's per-node dispatch in {lo:g}..{hi:g} ns, got {show(x)}")
         return
     if not vals["value"] > 0:
         raise BundleError(f"{where}.value: expected a number > 0 (a {kind} rate), got {show(vals['value'])}")

@@ -253,3 +253,89 @@ def test_help_teaches(env, command):
     r = pb(env, command, "--help")
     assert r.returncode == 0 and "Usage:" in r.stdout
     assert len(r.stdout.splitlines()) > 5
+
+
+# ---- the measurement settings' bounds (suites.LIMITS), at the door: each option or suite key
+# past its bound is exit 2 with a message naming it, the value, the bound and a fix, before the
+# suite is expanded, the build or any measuring. Before: `run --replicates 1500` and
+# `--processes 100` ran (the runner checked >= 2 and >= 1 only; processes = 10**9 built a list
+# of a billion workers), timeout_s / block_ms = 100000 in a suite ran, and none of their runs
+# could be imported. A filter that matches nothing makes an unchecked value fail fast, elsewhere.
+
+NOTHING = ["--filter", "op=NoSuchOp"]
+
+
+def _limit_suite(env, line: str) -> str:
+    p = Path(env["_DB_PATH"]).parent / f"limit_{abs(hash(line))}.toml"
+    p.write_text(f'[suite]\nname = "limits"\n{line}\n'
+                 '[[ops]]\nop = "Softmax"\naxes = { heads = 2, queries = 1, keys = 64 }\n')
+    return str(p)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "--replicates", "1500"], "--replicates: 1500 is not an integer in 2..1000"),
+    (["run", "--replicates", "1"], "--replicates: 1 is not an integer in 2..1000"),
+    (["run", "--replicates", "0"], "--replicates: 0 is not an integer in 2..1000"),
+    (["run", "--processes", "100"], "--processes: 100 is not an integer in 1..64"),
+    (["run", "--processes", "1000000000"], "--processes: 1000000000 is not an integer in 1..64"),
+    (["run", "--processes", "0"], "--processes: 0 is not an integer in 1..64"),
+    (["ab", "--base-rev", "HEAD", "--replicates", "1001"], "--replicates: 1001 is not an integer in 2..1000"),
+    (["ab", "--base-rev", "HEAD", "--processes", "65"], "--processes: 65 is not an integer in 1..64"),
+    (["calibrate", "--replicates", "5000"], "--replicates: 5000 is not an integer in 2..1000"),
+    (["calibrate", "--processes", "100"], "--processes: 100 is not an integer in 1..64"),
+    (["calibrate", "--rounds", "101"], "--rounds: 101 is not an integer in 2..100"),
+])
+def test_options_past_their_bounds_exit_2(env, args, needle):
+    r = pb(env, *args, "--suite", TINY, *NOTHING)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert needle in r.stderr and "give one in that range" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("line, needle", [
+    ("timeout_s = 100000", "[suite] timeout_s: 100000 is not a number > 0 and <= 86400"),
+    ("block_ms = 100000", "[suite] block_ms: 100000 is not a number > 0 and <= 60000"),
+    ("replicates = 1500", "[suite] replicates: 1500 is not an integer in 2..1000"),
+    ("processes = 100", "[suite] processes: 100 is not an integer in 1..64"),
+    ("rounds = 1000", "[suite] rounds: 1000 is not an integer in 1..100"),
+])
+def test_suite_settings_past_their_bounds_exit_2(env, line, needle):
+    suite = _limit_suite(env, line)
+    r = pb(env, "run", "--suite", suite, *NOTHING)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{suite}: {needle}" in r.stderr and "give one in that range" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_resume_refuses_stored_settings_past_their_bounds(env, tmp_path):
+    """A run stored by an older perfbench (or edited) with processes = 100: resumed, the runner
+    would build that many workers. Before: it resumed (processes = 10**9: a billion Worker
+    objects); now exit 2 naming the run, the setting and its bound."""
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(Path(TINY).read_text())
+    r = pb(env, "run", "--suite", str(suite), "--max-time", "0.001", "--dtype", "f32")
+    assert r.returncode == 0, r.stderr
+    run_id = db_rows(env, "select max(id) from runs")[0][0]
+    con = sqlite3.connect(env["_DB_PATH"])
+    try:
+        con.execute("update runs set settings = json_set(settings, '$.processes', 100) where id = ?", (run_id,))
+        con.commit()
+    finally:
+        con.close()
+    r = pb(env, "run", "--suite", str(suite), "--resume", str(run_id))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert (f"run {run_id}'s settings: processes: 100 is not an integer in 1..64" in r.stderr
+            and "start a new run instead" in r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("label, needle", [
+    (b"ci\xff".decode(errors="surrogateescape"), "--runner-label: a lone surrogate '\\udcff' at 2"),  # bytes that are not UTF-8
+    ("ci\x1b[2J", "--runner-label: a control or format character '\\x1b' at 2"),
+    ("x" * 256, "--runner-label: longer than 255 characters"),
+])
+def test_runner_label_import_would_refuse_exits_2(env, label, needle):
+    """--runner-label as `perfbench import` takes it. Before: a terminal escape was stored and the
+    run's bundle refused on import; bytes that are not UTF-8 failed on flush with a traceback."""
+    r = pb(env, "run", "--suite", TINY, "--runner-label", label, *NOTHING)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert needle in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -323,7 +323,7 @@ def _dispatch(data, **kw) -> dict:
     ("softmax 4096x4096x262144", lambda d: _new_case(d, {"batch": 1, "heads": 4096, "queries": 4096, "keys": 262144}),
      "cases[4]: Softmax: "),
     ("softmax 1024x4096x262144", lambda d: _new_case(d, {"batch": 1, "heads": 1024, "queries": 4096, "keys": 262144}),
-     "more than the 4 GiB a case may take"),
+     "more than the 4 GiB a case"),
     # before: exit 2 with ~1 KB of SQL statement and parameters (IntegrityError on flush)
     ("duplicate cell", lambda d: d["cells"].append(json.loads(json.dumps(d["cells"][0]))),
      "cells[4]: the same cell as cells[0] (Softmax.batch=1.heads=2.queries=1.keys=64 f32 threads=1 cpu warm spin=off)"),
@@ -432,6 +432,32 @@ def _dispatch(data, **kw) -> dict:
     ("ort_version escape", lambda d: d["run"].update(ort_version="1.0\x1b"), "run.ort_version: a control or format"),
     ("build_id not hex", lambda d: d["build"].update(build_id="../../x"), "build.build_id: expected a hexadecimal hash"),
     ("suite_hash not hex", lambda d: d["run"].update(suite_hash="zz"), "run.suite_hash: expected a hexadecimal hash"),
+    # ---- review of the limits (1): lone surrogates (JSON's "\ud800" escape reads as one) passed
+    # every check. Before: the branch failed on flush with a UnicodeEncodeError traceback (exit
+    # 1); the platform imported (exit 0), then `perfbench compare` crashed printing it
+    ("branch lone surrogate", lambda d: d["run"].update(branch="main\ud800x"),
+     "run.branch: a lone surrogate '\\ud800' at 4"),
+    ("platform lone surrogate", lambda d: d["host"]["meta"].update(platform="L\ud800"),
+     "host.meta.platform: a lone surrogate '\\ud800' at 1"),
+    ("free text lone surrogate", lambda d: d["run"].update(message="stopped \udc00"),
+     "run.message: a lone surrogate '\\udc00' at 8"),
+    ("JSON key lone surrogate", lambda d: d["host"]["meta"].update({"k\udfff": 1}), "host.meta (a key): a lone surrogate"),
+    ("JSON list lone surrogate", lambda d: d["run"].update(tuning=["ok", "\ud800"]), "run.tuning[1]: a lone surrogate"),
+    ("version lone surrogate", lambda d: d["run"]["versions"].update(python="3\ud800"),
+     "run.versions.python: a lone surrogate"),
+    # ---- (4): ORT's per-node dispatch unbounded. Before: -1.7e308 imported, then kernel_only
+    # gave a ratio of 0.0 with a dispatch of -inf
+    ("dispatch -1.7e308", lambda d: d.update(peaks=[_dispatch(d, value=-1.7e308, samples=[-1.7e308])]),
+     "peaks[0].value: expected ORT's per-node dispatch in -10000..1e+06 ns, got -1.7e+308"),
+    ("dispatch sample 1e9", lambda d: d.update(peaks=[_dispatch(d, samples=[-3.0, 1e9])]),
+     "peaks[0].samples[1]: expected ORT's per-node dispatch in -10000..1e+06 ns, got 1000000000.0"),
+    # ---- (2): the lists' caps are what the settings make them. Before: an order of 64 blocks,
+    # blocks per replicate unbounded, 16 dtypes (the suite loader takes more)
+    ("order of 301 blocks", lambda d: d["cells"][0].update(design={"process": [0], "order": [["ours"] * 301]}),
+     "cells[0].design.order[0]: more than 300 entries (301)"),
+    ("101 blocks per replicate", lambda d: _side(d).update(blocks_ns=[[50.0] * 101]),
+     "].blocks_ns[0]: more than 100 entries (101)"),
+    ("20,001 dtypes", _settings(dtypes=["f32"] * 20_001), "run.settings.dtypes: more than 20000 entries (20001)"),
 ])
 def test_hostile_bundles_refused(src, bundle_file, filled, tmp_path, what, change, message):
     dest = tmp_path / "dest.db"
@@ -549,6 +575,98 @@ def test_legit_edges_import_and_read(src, bundle_file, tmp_path):
                  ["dashboard", "-o", str(tmp_path / "site")]):
         r = pb(src["env"], *args, db=url)
         assert r.returncode in (0, 1) and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+
+
+def test_unencodable_text_on_flush_is_one_line(bundle_file, tmp_path):
+    """Safety net: text the database driver cannot encode (a lone surrogate past the checks, as
+    one this perfbench does not foresee would be) is a one-line BundleError, nothing written.
+    Before: a UnicodeEncodeError traceback (exit 1)."""
+    from perfbench.store import bundle
+    from perfbench.store.db import Store
+
+    data = json.loads(bundle_file.read_text())
+    rows = bundle.read(data)
+    rows["run"]["branch"] = "main\ud800x"
+    dest = tmp_path / "dest.db"
+    store = Store(f"sqlite:///{dest}")
+    try:
+        with pytest.raises(bundle.BundleError) as e:
+            with store.session() as s:
+                bundle.import_bundle(s, data, rows)
+    finally:
+        store.dispose()
+    assert str(e.value).startswith("the database refused the bundle (UnicodeEncodeError: surrogates not allowed at 4)")
+    assert "\n" not in str(e.value) and e.value.exit_code == 2
+    assert set(counts(dest).values()) == {0}
+
+
+def test_import_takes_every_setting_run_may_store():
+    """One set of bounds (suites.LIMITS): every value the suite loader, the CLI and the runner
+    accept imports; one past the top is refused."""
+    from perfbench import suites
+    from perfbench.store import bundle_check as bc
+
+    assert (bc.MAX_REPLICATES, bc.MAX_ROUNDS, bc.MAX_PROCESSES, bc.MAX_BLOCK_MS, bc.MAX_TIMEOUT_S, bc.MAX_THREADS) == (
+        suites.MAX_REPLICATES, suites.MAX_ROUNDS, suites.MAX_PROCESSES, suites.MAX_BLOCK_MS, suites.MAX_TIMEOUT_S,
+        suites.MAX_THREADS)
+    for key, lim in suites.LIMITS.items():
+        check = bc._SETTINGS[key]
+        low = lim.lo + (1e-9 if lim.lo_open else 0)
+        for v in (low, lim.hi, suites.DEFAULTS[key]):
+            check(int(v) if lim.integer else v, key)
+        if key != "seed":  # any seed >= 0 imports (cells.seed: the database's range)
+            with pytest.raises(bc.BundleError):
+                check(lim.hi + 1, key)
+
+
+def test_legit_lengths_import(src, bundle_file, tmp_path):
+    """What a run at the settings' bounds stores imports: rounds x 3 sides blocks in a replicate's
+    order (ab and calibrate time base, head and ORT), a block per round per replicate, 17 dtypes
+    in the settings (the loader takes repeats), ORT's dispatch at its bounds. Before: an order of
+    more than 64 blocks was refused (a run of 33 rounds could not be imported)."""
+    url = f"sqlite:///{tmp_path / 'dest.db'}"
+
+    def change(d):
+        d["run"]["settings"].update(replicates=1000, rounds=100, processes=64, block_ms=60_000.0,
+                                    timeout_s=86_400.0, dtypes=["f32"] * 17)
+        cell = _timed(d)
+        n = len(cell["design"]["order"])
+        cell["design"]["order"] = [["base", "head", "ort"] * 100] * n
+        for mm in cell["measurements"]:
+            mm["blocks_ns"] = [[x] * 100 for x in mm["replicates_ns"]]
+        d["peaks"] = [_dispatch(d, batch="00aa11bb22cd", value=-10_000.0, samples=[-10_000.0, 1_000_000.0])]
+    path = _bad(bundle_file, tmp_path, change)
+    r = pb(src["env"], "import", path, db=url)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = pb(src["env"], "show", "1", "--format", "json", db=url)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def test_a_run_of_33_rounds_round_trips(src, tmp_path):
+    """A run `perfbench run` makes imports (export -> import): before, one with rounds = 33 ran
+    (exit 0) and its bundle was refused: `cells[0].design.order[0]: more than 64 entries (66)`
+    (33 rounds x ours and ORT)."""
+    suite = tmp_path / "rounds33.toml"
+    suite.write_text('[suite]\nname = "rounds33"\ndtypes = ["f32"]\nthreads = [1]\nreplicates = 2\nrounds = 33\n'
+                     'block_ms = 0.2\ntimeout_s = 120\nprocesses = 1\n'
+                     '[[ops]]\nop = "Softmax"\naxes = { heads = 2, queries = 1, keys = 64 }\n')
+    path = tmp_path / "source.db"
+    shutil.copy(src["path"], path)  # this host's peaks are there: measured once per module
+    url = f"sqlite:///{path}"
+    env = src["env"]
+    r = pb(env, "run", "--suite", str(suite), db=url)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (rid,) = sql(path, "select max(id) from runs")[0]
+    out = tmp_path / "run33.json"
+    r = pb(env, "export", str(rid), "-o", str(out), db=url)
+    assert r.returncode == 0, r.stderr
+    (cell,) = json.loads(out.read_text())["cells"]
+    assert [len(o) for o in cell["design"]["order"]] == [66, 66]
+    dest = f"sqlite:///{tmp_path / 'dest.db'}"
+    r = pb(env, "import", str(out), db=dest)
+    assert r.returncode == 0, r.stderr[-2000:]
+    new_id = int(r.stdout.split(" as run ")[1].split()[0])
+    assert _doc(env, dest, new_id) == _doc(env, url, rid)
 
 
 def test_database_refusal_is_one_line(src, bundle_file, pg_url, tmp_path):

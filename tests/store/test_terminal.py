@@ -88,3 +88,4 @@ def test_json_text_escapes_what_json_leaves_raw():
     out = json_text(json.dumps(doc, ensure_ascii=False))
     assert not any(ch in out for ch in "\x9b\u202e") and "µ ✅" in out
     assert json.loads(out) == doc
+
