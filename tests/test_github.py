@@ -228,9 +228,10 @@ def make_handler(state: FakeGitHub):
 
 
 @contextlib.contextmanager
-def serve(state: FakeGitHub):
-    """The fake on a local port while the block runs (state.api_url is its API root)."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
+def serve(state: FakeGitHub, handler=None):
+    """The fake on a local port while the block runs (state.api_url is its API root); `handler`
+    (state -> handler class) extends make_handler, as the tickets sync tests do."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), (handler or make_handler)(state))
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     state.api_url = f"http://127.0.0.1:{httpd.server_address[1]}/api/v3"
     try:

@@ -6,6 +6,9 @@ import re
 import unicodedata
 
 ZWSP = "\u200b"
+# the Unicode categories a terminal or a page acts on: controls (ESC, the C1 CSI), format
+# characters (bidi overrides, zero-width), line and paragraph separators
+UNSAFE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
 
 
 def clean(s, limit: int = 200) -> str:
@@ -26,7 +29,7 @@ def term(s) -> str:
     """Stored text for a terminal, kept as it is except that control, line-break and format
     characters (ESC and every OSC/CSI sequence's introducer, bidi overrides) become U+FFFD: an
     imported hostname or branch can then neither retitle the terminal nor write the clipboard."""
-    return "".join("\ufffd" if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in str(s))
+    return "".join("\ufffd" if unicodedata.category(ch) in UNSAFE_CATEGORIES else ch for ch in str(s))
 
 
 # A run of 7+ hex digits that stands alone (no letter, digit or _ either side) with at least one
@@ -48,7 +51,7 @@ def json_text(doc_json: str) -> str:
     characters JSON leaves raw (C1 controls, bidi overrides, line and paragraph separators) are
     written as \\u escapes, so the document reads the same and shows nothing it should not."""
     def esc(ch: str) -> str:
-        if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp"):
+        if unicodedata.category(ch) not in UNSAFE_CATEGORIES:
             return ch
         b = ch.encode("utf-16-be")
         return "".join(f"\\u{b[i]:02x}{b[i + 1]:02x}" for i in range(0, len(b), 2))

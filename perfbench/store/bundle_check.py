@@ -52,6 +52,7 @@ from typing import NamedTuple
 from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Text
 
 from perfbench import SCHEMA_VERSION, suites
+from perfbench.compare.escape import UNSAFE_CATEGORIES
 from perfbench.errors import UsageError
 
 
@@ -158,7 +159,7 @@ FLOAT_RULES = {
 # surrogate (the terminal escaper shows the rest); every other text column is an identifier
 # (no_control)
 FREE_TEXT = {"runs.invalidated_why", "runs.message", "cells.verdict_note", "measurements.message"}
-_CONTROL = ("Cc", "Cf", "Zl", "Zp", "Cs")
+_CONTROL = UNSAFE_CATEGORIES + ("Cs",)  # what the terminal escaper neutralises, and lone surrogates
 # a lone surrogate (category Cs): json.loads reads the escape "\ud800" (or "\udc00", unpaired) as
 # one; no UTF-8 text holds it, so a database refuses it on flush (SQLite: UnicodeEncodeError) or
 # stores it in a JSON column (escaped) for a reader to crash on when it prints it

@@ -5,10 +5,7 @@ and the CLI's exit codes."""
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
-import threading
-from http.server import ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
@@ -19,6 +16,7 @@ from perfbench.tickets import sync as sync_mod
 from tests.conftest import perfbench_cmd
 from tests.store.test_store import env  # noqa: F401  (fixture)
 from tests.test_github import REPO, TOKEN, FakeGitHub, make_handler
+from tests.test_github import serve as github_serve
 from tests.tickets.test_lifecycle import Runs
 
 BOT = "github-actions[bot]"  # the account the sync's token writes as
@@ -57,16 +55,8 @@ def handler(state: IssuesFake):
     return Handler
 
 
-@contextlib.contextmanager
 def serve(state: IssuesFake):
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler(state))
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    state.api_url = f"http://127.0.0.1:{httpd.server_address[1]}/api/v3"
-    try:
-        yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    return github_serve(state, handler)
 
 
 @pytest.fixture()
