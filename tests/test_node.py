@@ -6,6 +6,7 @@ replay, and clear errors for models and data that do not fit."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from perfbench import node
+from perfbench.compare import change
 from perfbench.errors import UsageError
 from tests.conftest import ROOT, perfbench_cmd
 
@@ -182,6 +184,11 @@ def test_timing_plumbing_reports_a_ratio_and_bandwidth(tmp_path, lib):
     assert t["replicates"] == 2 and t["K"] >= 2 and t["ratio"] > 0 and t["ci"][0] <= t["ratio"] <= t["ci"][1]
     assert t["bound"] == "memory" and t["ours_gbps"] > 0
     assert "ours/ORT" in node.render(rep)
+    # the verdict folds in the stated between-run spread, as an uncalibrated run cell does: the
+    # interval is at least +/- 1.96 sigma_b wide on the log scale, whatever the replicates say
+    assert t["sigma_b"] == change.DEFAULT_SIGMA["ratio"]
+    assert math.log(t["ci"][1] / t["ci"][0]) / 2 >= 1.96 * t["sigma_b"]
+    assert "between-run spread" in node.render(rep)
 
 
 def test_judge_names_ort_discrepancy_when_ours_matches_the_expected(tmp_path, lib):

@@ -201,7 +201,7 @@ def time_node(lib, nop: NodeOp, prob: Problem, threads: int, replicates: int, pr
     differential K-copy estimate) on the node's own inputs. ORT runs the node in its dtype, else
     in the op's declared substitute (CONTRACTS §2, as `perfbench run` does); ours is timed alone
     when ORT runs neither."""
-    from perfbench.compare import verdicts
+    from perfbench.compare import change, verdicts
     from perfbench.timing.protocol import CellOutcome, CellSpec, Harness, OrtSideError, OursSideError
 
     dt = dtypes.get(nop.info.dtype)
@@ -223,8 +223,12 @@ def time_node(lib, nop: NodeOp, prob: Problem, threads: int, replicates: int, pr
             h.time_warm(nop, None, dt, ort_dt, graph, nop.output_shapes(), inputs, spec, {"ours": lib}, {"ours": out})
             out.ours_status = out.ort_status = "ok"
             h.check_resolution(out)
-            v = verdicts.decide(out.ours_status, out.ort_status, out.ours_ns, out.ort_ns)
-            res.update(K=out.K, ratio=v.ratio, ci=[v.lo, v.hi] if v.ratio is not None else None, verdict=v.verdict,
+            # a user's node is in no calibration: the stated default between-run spread is folded
+            # in, as a run's uncalibrated cells have it (CONTRACTS §4), so node's win is a run's win
+            sigma, sigma_dof, _ = change.sigma_prior(None, "ratio")
+            v = verdicts.decide(out.ours_status, out.ort_status, out.ours_ns, out.ort_ns,
+                                groups=out.process or None, sigma_b=sigma, sigma_dof=sigma_dof)
+            res.update(K=out.K, sigma_b=sigma, ratio=v.ratio, ci=[v.lo, v.hi] if v.ratio is not None else None, verdict=v.verdict,
                        verdict_note=v.note + (f"; ORT ran {ort_dt.name} (no {dt.name} kernel)" if ort_dt != dt else ""))
             res["ort_median_ns"] = float(np.median(out.ort_ns))
             if ort_dt != dt:

@@ -111,6 +111,7 @@ def render(rep: Report) -> str:
                      + (f" (ORT in {t['ort_dtype']})" if t["ort_dtype"] and t["ort_dtype"] != rep.dtype else ""))
         if t["ratio"] is not None:
             lines.append(f"  ours/ORT {t['ratio']:.3f} [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}] -> {t['verdict']}"
+                         + (f" (95% CI with a {100 * t['sigma_b']:.0f}% between-run spread)" if t.get("sigma_b") else "")
                          + (f" ({t['verdict_note']})" if t["verdict_note"] else ""))
         elif t["verdict_note"]:
             lines.append(f"  {t['verdict_note']}")
