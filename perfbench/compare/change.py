@@ -90,17 +90,24 @@ def _numerics(b: dict | None, h: dict | None) -> dict:
             "tol": ((h or b) or {}).get("numerics", {}).get("tol")}
 
 
-def _estimate(base: list, head: list, paired: bool, groups: list, sigma: float, sigma_dof: float):
+def _estimate(base: list, head: list, paired: bool, groups_b: list, groups_h: list, sigma: float,
+              sigma_dof: float):
     """(d, SE, dof) of the log change with the between-run spread folded in (CONTRACTS §4).
     Paired (one sitting): the per-replicate changes over the worker processes that measured
-    them (stats.grouped_mean_se: this cell's own between-process spread pooled with sigma).
-    Unpaired (two runs): Welch's SE of the two means plus sigma^2, Welch-Satterthwaite dof."""
+    them (stats.grouped_mean_se: this cell's own between-process spread pooled with sigma, the
+    sitting's spread). Unpaired (two runs; sigma is one run's spread): each run's mean gets a
+    run verdict's own SE (grouped_mean_se over its processes, at least sigma between runs), the
+    two add, Welch-Satterthwaite dof -- replicates of one process are not counted as if they
+    were independent runs."""
     if paired and len(base) == len(head):
         d = [math.log(h) - math.log(b) for b, h in zip(base, head)]
-        g = stats.grouped_mean_se(d, groups, sigma, sigma_dof)
+        g = stats.grouped_mean_se(d, groups_h, sigma, sigma_dof)
         return g.mean, g.se, g.dof
-    d, se_w, dof_w = stats.unpaired_log_change(base, head)
-    return d, math.sqrt(se_w**2 + sigma**2), stats.ws_dof(se_w**2, dof_w, sigma**2, sigma_dof)
+    gb = stats.grouped_mean_se([math.log(x) for x in base], groups_b, sigma, sigma_dof)
+    gh = stats.grouped_mean_se([math.log(x) for x in head], groups_h, sigma, sigma_dof)
+    vb, vh = gb.se ** 2, gh.se ** 2
+    dof = (vb + vh) ** 2 / (vb ** 2 / gb.dof + vh ** 2 / gh.dof) if vb + vh else gb.dof + gh.dof
+    return gh.mean - gb.mean, math.sqrt(vb + vh), max(1.0, dof)
 
 
 def run_incomparable(base_run: dict, head_run: dict) -> list[str]:
@@ -175,8 +182,9 @@ def compare_cells(base_cells: list[dict], head_cells: list[dict], *, mode: str =
             sigma, sigma_dof, source = sigma_prior(cal, skey)
             # one run's spread enters once per run: one interleaved sitting is one, two runs are two
             sigma_used = sigma if interleaved else math.sqrt(2) * sigma
-            d, se, dof = _estimate(base_v, head_v, paired, (h.get("protocol") or {}).get("process") or [], sigma_used,
-                                 sigma_dof)
+            d, se, dof = _estimate(base_v, head_v, paired, (b.get("protocol") or {}).get("process") or [],
+                                   (h.get("protocol") or {}).get("process") or [],
+                                   sigma_used if paired else sigma, sigma_dof)
             t = stats.change_test(d, se, dof, 0.0, min_effect)
             bv = stats.median(base_v) if metric == "abs" else math.exp(float(_mean_log(base_v)))
             hv = stats.median(head_v) if metric == "abs" else math.exp(float(_mean_log(head_v)))

@@ -101,6 +101,24 @@ def test_stored_runs_losing_ground_to_ort_is_flagged_even_when_the_machine_moved
     assert r2["ratio"]["sigma_b"] == pytest.approx(0.005 * 2**0.5)
 
 
+def test_stored_runs_count_each_runs_processes_not_its_replicates_as_independent():
+    """Two stored runs whose replicates came from two worker processes that disagree by 20%:
+    each run's mean is as uncertain as its processes say (a run verdict's grouped SE), wider
+    than the same replicates taken as one process's -- Welch over replicates would treat the
+    process gap as noise that averages away over 8 replicates."""
+    b_ours = [800.0, 802.0, 798.0, 801.0, 960.0, 962.0, 958.0, 961.0]
+    h_ours = [x * 1.15 for x in [960.0, 962.0, 958.0, 961.0, 800.0, 802.0, 798.0, 801.0]]
+    cal = lambda row, th: {"ab": 0.005, "ours": 0.005, "ort": 0.005, "ratio": 0.005}  # noqa: E731
+    flat = one(cell(ours=b_ours), cell(ours=h_ours), mode="stored-runs", sigma_for=cal)
+    b, h = cell(ours=b_ours), cell(ours=h_ours)
+    for c in (b, h):
+        c["protocol"] = {"process": [0, 0, 0, 0, 1, 1, 1, 1]}
+    grouped = one(b, h, mode="stored-runs", sigma_for=cal)
+    assert grouped["abs"]["change"] == pytest.approx(flat["abs"]["change"])
+    assert grouped["abs"]["se"] > 1.05 * flat["abs"]["se"]
+    assert grouped["abs"]["ci_low"] < flat["abs"]["ci_low"]
+
+
 def test_not_comparable_rows_are_listed_never_compared():
     base = cell()
     assert one(base, dict(scaled(base, 1.5), timing_hash="t2"))["verdict"] == "not-comparable"
