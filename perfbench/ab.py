@@ -48,7 +48,7 @@ from perfbench.runner import (
 )
 from perfbench.store import hostinfo, repo
 from perfbench.store import models as m
-from perfbench.store.calibration import sigma_lookup
+from perfbench.store.calibration import processes_of, sigma_lookup
 from perfbench.store.db import Store
 from perfbench.timing.protocol import CellOutcome, merge_outcomes
 from perfbench.timing.worker import Worker
@@ -204,6 +204,10 @@ def ab(opts: ABOptions, ui=None) -> dict:
         if cal and cal["host_class"] != facts.class_key:
             doc_notes.append(f"the calibration file is for host class {cal['host_class']!r}, not this one "
                              f"({facts.class_key!r}): not used")
+        elif cal and cal["calibration"].get("processes") not in (None, processes_of(settings)):
+            doc_notes.append(f"the calibration file spread replicates over {cal['calibration']['processes']} worker "
+                             f"processes, this comparison over {processes_of(settings)}: not used (recalibrate "
+                             "with the same --processes and replicates)")
         for n in doc_notes:
             ui.info(n)
         lib = load(head.build)
@@ -223,6 +227,9 @@ def ab(opts: ABOptions, ui=None) -> dict:
                 s.add(r)
                 s.flush()
                 run_ids[x.label] = r.id
+            # each side's stored run verdict folds in the calibrated sigma_b (the comparison's
+            # calibration file, else the database's), as `perfbench run` stores its own
+            lookup, _ = sigma_lookup(s, s.get(m.Run, run_ids["head"]), cal)
         est = sum(estimate_cell_s(ops.get(c.case.op), c, settings, peaks, facts, {}) for c in cells) * 1.5
         ui.plan(len(cells), est, [])
         workers = _Sides(base, head)
@@ -238,7 +245,7 @@ def ab(opts: ABOptions, ui=None) -> dict:
                                        on_phase=ui.phase, only=only)
                 derived = {}
                 for label, out in outs.items():
-                    derived[label] = derive(op, cell, out, peaks, facts)
+                    derived[label] = derive(op, cell, out, peaks, facts, lookup)
                     record_cell(store, run_ids[label], cell, out, derived[label], op, settings["seed"])
                 shown = "head" if "head" in outs else "base"
                 ui.end_cell(i, len(cells), cell, (outs[shown], derived[shown]))
@@ -410,7 +417,7 @@ def calibrate(opts: ABOptions, ui=None) -> dict:
         cal = m.Calibration(host_class_id=hc_id, suite=suite.name, filters=[f.text for f in flts],
                             rounds=opts.rounds, build_id=head.build.build_id, hostname=facts.hostname,
                             ort_version=versions["onnxruntime"], protocol_version=PROTOCOL_VERSION,
-                            method=SPREAD_METHOD, pooled=sigmas["pooled"], created_at=repo.now())
+                            processes=processes_of(settings), method=SPREAD_METHOD, pooled=sigmas["pooled"], created_at=repo.now())
         for key, sg in sigmas["cells"].items():
             case_id, dtype, threads, device, cache, spin = key
             cal.cells.append(m.CalibrationCell(
@@ -425,7 +432,8 @@ def calibrate(opts: ABOptions, ui=None) -> dict:
 SPREAD_METHOD = (
     "A/A: the same build loaded twice (base, head) and ORT, interleaved as `perfbench ab`, in R rounds over the "
     "cells. Per cell and round: d = mean log(head/base) (paired replicates), mean log time of ours (base) and of "
-    "ORT, mean log ours/ORT; each with its within-round variance s^2/n. sigma_b(ab) = sqrt(max(0, mean d^2 - "
+    "ORT, mean log ours/ORT; each with its within-round variance s_w^2/n (s_w^2 pooled within the worker "
+    "processes that shared the round's replicates). sigma_b(ab) = sqrt(max(0, mean d^2 - "
     "mean s^2/n)) (d has mean 0 in A/A; R degrees of freedom); the others: sqrt(max(0, var of round means - mean "
     "s^2/n)) (R-1 degrees of freedom). Each is shrunk toward the median of its group (op, threads, cache; all "
     "cells when the group has < 3; at least half the median of all cells): sqrt((dof*s^2 + 4*pooled^2) / (dof + 4)). "
@@ -438,12 +446,18 @@ def _round_stats(b: CellOutcome, h: CellOutcome) -> dict | None:
              and min(o.ours_ns) > 0 and min(o.ort_ns) > 0 for o in (b, h))
     if not ok:
         return None
-    d, se, _ = stats.paired_log_change(b.ours_ns, h.ours_ns)
-    lo, lt = np.log(b.ours_ns), np.log(b.ort_ns)
-    n = lo.size
-    return {"ab": (d, se**2), "ours": (float(lo.mean()), float(lo.var(ddof=1)) / n),
-            "ort": (float(lt.mean()), float(lt.var(ddof=1)) / n),
-            "ratio": (float((lo - lt).mean()), float((lo - lt).var(ddof=1)) / n)}
+    # a round's replicates are spread over worker processes as a run's are: the within-round
+    # variance of its mean is the pooled within-process part s_w^2/n (stats.grouped_mean_se), so
+    # that sigma_b = var(round means) - s_w^2/n is the whole between-run variance of a run's mean,
+    # process-level part included -- the v that a verdict's SE adds to its own s_w^2/n
+    groups = b.process if len(b.process) == len(b.ours_ns) else None
+    lb, hb, lt = np.log(b.ours_ns), np.log(h.ours_ns), np.log(b.ort_ns)
+
+    def mean_var(x):
+        g = stats.grouped_mean_se(x, groups)
+        return float(np.mean(x)), g.se_within ** 2
+
+    return {"ab": mean_var(hb - lb), "ours": mean_var(lb), "ort": mean_var(lt), "ratio": mean_var(lb - lt)}
 
 
 def spreads(per_round: dict) -> dict:
@@ -502,7 +516,8 @@ def export_calibration(s, cal_id: int | None = None, host_class_key: str | None 
         "host_class": cal.host_class.key,
         "calibration": {"id": cal.id, "suite": cal.suite, "filters": cal.filters, "rounds": cal.rounds,
                         "build_id": cal.build_id, "hostname": cal.hostname, "ort_version": cal.ort_version,
-                        "protocol_version": cal.protocol_version, "method": cal.method, "pooled": cal.pooled,
+                        "protocol_version": cal.protocol_version, "processes": cal.processes,
+                        "method": cal.method, "pooled": cal.pooled,
                         "created_at": cal.created_at.isoformat()},
         "cells": [{"case_id": c.case_id, "timing_hash": c.timing_hash, "dtype": c.dtype, "threads": c.threads,
                    "device": c.device, "cache": c.cache, "spin": c.spin, "rounds": c.rounds, "sigma_ab": c.sigma_ab,

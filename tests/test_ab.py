@@ -7,6 +7,7 @@ asserted is deterministic: numerics, plumbing, storage, modes, exit codes."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sqlite3
 import subprocess
@@ -110,6 +111,30 @@ def test_calibrate_export_and_ab_with_the_calibration_file(scratch):
     assert by_op["Softmax"]["abs"]["sigma_b"] == pytest.approx(data["cells"][0]["sigma_ab"])
     assert by_op["RotaryEmbedding"]["abs"]["sigma_source"] == "default"
     assert doc["calibration"]["source"] == "mixed" and doc["calibration"]["age_s"] is not None
+    # each side's stored run verdict folds in the calibrated sigma_b of the ratio, as a run's
+    # does: a calibration that says 60% widens the stored Softmax interval past +/- 1.96 x 60%
+    data["cells"][0]["sigma_ratio"] = 0.6
+    wide = scratch["dir"] / "cal-wide.json"
+    wide.write_text(json.dumps(data))
+    r = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", tiny, "--filter", "op=Softmax keys=64 dtype=f32",
+           "--calibration", str(wide), "--format", "json")
+    assert r.returncode in (0, 1), r.stderr
+    head_run = json.loads(r.stdout)["head"]["run_id"]
+    ((lo, hi),) = rows(scratch, "select c.ratio_lo, c.ratio_hi from cells c join cases k on k.id = c.case_pk "
+                                "where c.run_id = ? and k.op = 'Softmax' and c.numerics_only = 0", head_run)
+    assert math.log(hi / lo) / 2 >= 1.96 * 0.6
+    # a calibration measured over other worker processes is not used: its sigma_b holds the
+    # process-level spread divided by their count (3 replicates: one process; 4: two)
+    assert data["calibration"]["processes"] == 1
+    r = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", tiny, "--filter", "op=Softmax keys=64 dtype=f32",
+           "--replicates", "4", "--format", "json")
+    assert r.returncode in (0, 1), r.stderr
+    assert json.loads(r.stdout)["calibration"]["source"] == "default"  # the stored one (1 process) is not used
+    r = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", tiny, "--filter", "op=Softmax keys=64 dtype=f32",
+           "--replicates", "4", "--calibration", str(out), "--format", "json")
+    got = json.loads(r.stdout)
+    assert got["calibration"]["source"] == "default"
+    assert any("over 1 worker processes, this comparison over 2: not used" in n for n in got["notes"]), got["notes"]
     # another host class's calibration is not used
     data["host_class"] = "Other CPU | 64 cores | Linux"
     out.write_text(json.dumps(data))

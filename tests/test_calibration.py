@@ -25,6 +25,21 @@ def test_round_stats_of_an_aa_round():
     assert ab._round_stats(outcome([1.0, 1.0], [1.0, 1.0], status="mismatch"), h) is None
 
 
+def test_round_stats_take_the_within_process_variance_when_replicates_are_spread():
+    """A round's replicates from two processes that disagree: the within-round variance of the
+    mean is s_w^2/n pooled within each process (the process-level part belongs to sigma_b, as a
+    verdict's grouped SE counts it), not the plain s^2/n over all replicates."""
+    b = outcome([100.0, 102.0, 150.0, 152.0], [200.0, 200.0, 200.0, 200.0])
+    b.process = [0, 0, 1, 1]
+    h = outcome([100.0, 102.0, 150.0, 152.0], [200.0, 200.0, 200.0, 200.0])
+    h.process = [0, 0, 1, 1]
+    st = ab._round_stats(b, h)
+    lb = np.log(np.array(b.ours_ns))
+    s_w2 = (np.var(lb[:2], ddof=1) + np.var(lb[2:], ddof=1)) / 2
+    assert st["ours"][1] == pytest.approx(s_w2 / 4)
+    assert st["ours"][1] < lb.var(ddof=1) / 4 / 50  # the plain variance holds the processes' gap
+
+
 def test_spreads_known_mean_zero_for_ab_and_shrinkage_toward_the_group():
     # three cells of one group (Softmax, 1 thread, warm) with an A/A bias of +-2% per round
     per_round = {}

@@ -193,8 +193,10 @@ def _calibration_table(cal: dict) -> str:
 
     meta = cal["calibration"]
     pooled = meta["pooled"]
-    lines = [f"calibration {meta['id']}: {len(cal['cells'])} cells, {meta['rounds']} rounds, {meta['created_at']} "
-             f"on {term(cal['host_class'])}",
+    procs = meta.get("processes")
+    lines = [f"calibration {meta['id']}: {len(cal['cells'])} cells, {meta['rounds']} rounds"
+             + (f", replicates over {procs} worker processes (judges runs with as many)" if procs else "")
+             + f", {meta['created_at']} on {term(cal['host_class'])}",
              "pooled sigma_b (median over cells): " + ", ".join(
                  f"{k} {100 * v:.2f}%" for k, v in pooled.items() if v is not None), "",
              f"{'case':60} {'dtype':5} {'thr':>3} {'cache':5} {'ab':>7} {'ours':>7} {'ORT':>7} {'ratio':>7}"]

@@ -7,6 +7,15 @@ from sqlalchemy import select
 from perfbench.store import models as m
 
 
+def processes_of(settings: dict | None) -> int:
+    """The worker processes a cell's replicates were spread over under these settings (the
+    shares of timing.protocol.slices): what a calibrated sigma_b was measured at."""
+    from perfbench.timing.protocol import slices
+
+    st = settings or {}
+    return len(slices(int(st.get("replicates", 8)), int(st.get("processes", 1))))
+
+
 def cal_key(case_id, timing_hash, dtype, threads, device, cache, spin) -> tuple:
     return (case_id, timing_hash, dtype, int(threads), device, cache, spin)
 
@@ -15,10 +24,14 @@ def sigma_lookup(s, run: m.Run, cal_file: dict | None):
     """(lookup(row, timing_hash) -> spreads or None, calibrations used: id -> metadata). The
     spreads come from a calibration file when given (used only if its host class is the run's),
     else from the newest calibration in the database, of the run's host class, ORT version and
-    protocol version, that has the cell (cell key + timing hash)."""
+    protocol version, that has the cell (cell key + timing hash). Either is used only when it
+    spread replicates over as many worker processes as the run (processes_of): sigma_b holds
+    the process-level spread divided by that count (a calibration from before migration 0007
+    does not say, and is used)."""
     table: dict = {}
+    procs = processes_of(run.settings)
     if cal_file is not None:
-        if cal_file["host_class"] == run.host_class.key:
+        if cal_file["host_class"] == run.host_class.key and cal_file["calibration"].get("processes") in (None, procs):
             meta = {**cal_file["calibration"], "host_class": cal_file["host_class"]}
             for c in cal_file["cells"]:
                 table[cal_key(c["case_id"], c["timing_hash"], c["dtype"], c["threads"], c["device"], c["cache"],
@@ -26,7 +39,8 @@ def sigma_lookup(s, run: m.Run, cal_file: dict | None):
     else:
         cals = s.scalars(select(m.Calibration).where(
             m.Calibration.host_class_id == run.host_class_id, m.Calibration.ort_version == run.ort_version,
-            m.Calibration.protocol_version == run.protocol_version).order_by(m.Calibration.id)).all()
+            m.Calibration.protocol_version == run.protocol_version,
+            (m.Calibration.processes.is_(None) | (m.Calibration.processes == procs))).order_by(m.Calibration.id)).all()
         for cal in cals:  # oldest first: newer calibrations overwrite
             meta = {"id": cal.id, "created_at": cal.created_at.isoformat(), "host_class": run.host_class.key,
                     "rounds": cal.rounds}

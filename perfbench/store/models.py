@@ -235,6 +235,9 @@ class Calibration(Base):
     hostname: Mapped[str] = mapped_column(String(255))
     ort_version: Mapped[str] = mapped_column(String(32))
     protocol_version: Mapped[int] = mapped_column(Integer)
+    # worker processes per cell: a calibrated sigma_b holds the process-level spread divided by
+    # it, so it describes runs with the same count only (None: calibrated before 0007)
+    processes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     method: Mapped[str] = mapped_column(Text, default="")
     pooled: Mapped[dict] = mapped_column(JSON, default=dict)  # pooled spread per statistic
     status: Mapped[str] = mapped_column(String(16), default="complete")
