@@ -166,6 +166,7 @@ class Bound:
 
     def __init__(self, session: ort.InferenceSession, spec: GraphSpec, copies: int, inputs: dict, outputs: dict):
         self.session = session
+        self.copies = copies
         self.binding = session.io_binding()
         # ORT reads and writes these buffers by address: keep them (and the OrtValues) alive
         # as long as the binding is.
