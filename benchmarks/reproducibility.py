@@ -13,6 +13,11 @@ protocol, not a test: its answer is a measurement).
             every design; predecessors were not before protocol 2. Runs stored before protocol 2
             carry no design: their order is the old rotation's (labels + ort rotated by the round).
 
+  ortorder  one stored run: per warm cell, ORT's block differential in round 1 of a replicate
+            (its K/1 order flipped) against rounds 0 and 2, as a ratio (geometric mean over the
+            replicates): near 1 when the order of the K-copy and 1-copy runs does not matter;
+            the distribution per thread count and the cells furthest from 1.
+
     .venv/bin/python benchmarks/reproducibility.py runs --db results.db 12 13 14
     .venv/bin/python benchmarks/reproducibility.py carryover --db results.db 15 16
 """
@@ -98,15 +103,44 @@ def carryover(s, base_run: int, head_run: int) -> dict:
     return {"base_run": base_run, "head_run": head_run, "by_predecessor": table}
 
 
+def ort_order(s, run_id: int, show: int = 6) -> dict:
+    out: dict = {}
+    worst = []
+    for key, v in _cells(s, run_id).items():
+        blocks = (v["ort"] or {}).get("blocks_ns") or []
+        if v["cache"] != "warm" or not v["ratio"]:
+            continue
+        logs = [math.log(b[1] / math.sqrt(b[0] * b[2])) for b in blocks if len(b) == 3 and min(b) > 0]
+        if not logs:
+            continue
+        m = statistics.fmean(logs)
+        out.setdefault(v["threads"], []).append(m)
+        worst.append((abs(m), math.exp(m), list(key), v["protocol"]["K"], v["protocol"]["ort_runs"]))
+    table = {}
+    for th, xs in sorted(out.items()):
+        xs.sort()
+        table[f"threads={th}"] = {"cells": len(xs), "median": math.exp(statistics.median(xs)),
+                                  "p10": math.exp(xs[len(xs) // 10]), "p90": math.exp(xs[9 * len(xs) // 10]),
+                                  "beyond_1.2x": sum(abs(x) > math.log(1.2) for x in xs)}
+    worst.sort(reverse=True)
+    return {"run": run_id, "round1_over_rounds02": table,
+            "furthest": [{"ratio": r, "cell": k, "K": K, "runs": n} for _, r, k, K, n in worst[:show]]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("runs", "carryover"))
+    ap.add_argument("what", choices=("runs", "carryover", "ortorder"))
     ap.add_argument("run_ids", type=int, nargs="+")
     ap.add_argument("--db", default=None)
     a = ap.parse_args()
     store = Store(a.db)
     with store.session() as s:
-        out = runs_table(s, a.run_ids) if a.what == "runs" else carryover(s, *a.run_ids[:2])
+        if a.what == "runs":
+            out = runs_table(s, a.run_ids)
+        elif a.what == "ortorder":
+            out = ort_order(s, a.run_ids[0])
+        else:
+            out = carryover(s, *a.run_ids[:2])
     print(json.dumps(out, indent=1))
 
 
