@@ -192,3 +192,23 @@ def test_threads_split_large_work_exactly(op_name, params):
         op.prepare_ours(library(), case, mine, out, threads).run()
         for k, want in oracle.items():
             assert np.array_equal(out[k].astype(np.float64), want), (op_name, params, threads, k)
+
+
+@pytest.mark.parametrize("p", [
+    {"batch": 2, "rows": 8, "cols": 8, "upper": 1, "k": 1},  # a causal mask: 28 of 64 kept a matrix
+    {"batch": 1, "rows": 33, "cols": 65, "upper": 0, "k": -2},
+    {"batch": 3, "rows": 5, "cols": 7, "upper": 1, "k": -100},  # everything kept
+    {"batch": 1, "rows": 5, "cols": 7, "upper": 0, "k": -100},  # nothing kept
+])
+def test_trilu_counts_only_the_kept_triangle_read(p):
+    """Trilu must read the kept elements and write every one: its bytes are kept + all, the kept
+    count being that of numpy's own triangle of ones (an independent count)."""
+    from perfbench.ops import trilu
+
+    op = ops_pkg.get("Trilu")
+    case = op.make_case(p, "test")
+    ones = np.ones((p["rows"], p["cols"]))
+    kept = int((np.triu(ones, p["k"]) if p["upper"] else np.tril(ones, p["k"])).sum()) * p["batch"]
+    assert trilu.kept_elements(case) == kept
+    total = p["batch"] * p["rows"] * p["cols"]
+    assert op.bytes_moved(case, dtypes.get("f16")) == (kept + total) * 2
