@@ -21,7 +21,8 @@ A row's verdict is the more severe of its two; both are kept. Modes: "interleave
 head and ORT in one rotation, replicates paired, sigma_b of an A/A `ab`), "alternating-workers"
 (`ab` on ops whose native interface changed: each side in its own worker, replicates paired by
 turn, judged with 2 sigma_b^2 of one run, as nothing calibrates this mode) and "stored-runs"
-(`compare`: two independent runs, Welch standard error, 2 sigma_b^2 of one run).
+(`compare`: two independent runs, each run's mean with a run verdict's grouped standard error
+-- its processes' spread pooled with sigma_b of one run -- the two added).
 """
 
 from __future__ import annotations
@@ -92,22 +93,31 @@ def _numerics(b: dict | None, h: dict | None) -> dict:
 
 def _estimate(base: list, head: list, paired: bool, groups_b: list, groups_h: list, sigma: float,
               sigma_dof: float):
-    """(d, SE, dof) of the log change with the between-run spread folded in (CONTRACTS §4).
-    Paired (one sitting): the per-replicate changes over the worker processes that measured
-    them (stats.grouped_mean_se: this cell's own between-process spread pooled with sigma, the
-    sitting's spread). Unpaired (two runs; sigma is one run's spread): each run's mean gets a
-    run verdict's own SE (grouped_mean_se over its processes, at least sigma between runs), the
-    two add, Welch-Satterthwaite dof -- replicates of one process are not counted as if they
-    were independent runs."""
+    """(d, SE, dof) of the log change with the between-run spread folded in (CONTRACTS §4);
+    sigma: the between-run spread of the change (of a paired sitting; sqrt(2) x one run's for
+    two runs). Paired (one sitting): the per-replicate changes over the worker processes that
+    measured them (stats.grouped_mean_se: this cell's own between-process spread pooled with
+    sigma). Unpaired (two runs): each run's mean gets a run verdict's own SE (grouped_mean_se
+    over its processes, at least sigma/sqrt(2) between runs), the two add; the dof are
+    Welch-Satterthwaite over three parts -- each run's within-process part and the two
+    between-run parts taken together, as fully dependent (both come from one calibration: they
+    are not two independent estimates, and counting them so would double the dof)."""
     if paired and len(base) == len(head):
         d = [math.log(h) - math.log(b) for b, h in zip(base, head)]
         g = stats.grouped_mean_se(d, groups_h, sigma, sigma_dof)
         return g.mean, g.se, g.dof
-    gb = stats.grouped_mean_se([math.log(x) for x in base], groups_b, sigma, sigma_dof)
-    gh = stats.grouped_mean_se([math.log(x) for x in head], groups_h, sigma, sigma_dof)
-    vb, vh = gb.se ** 2, gh.se ** 2
-    dof = (vb + vh) ** 2 / (vb ** 2 / gb.dof + vh ** 2 / gh.dof) if vb + vh else gb.dof + gh.dof
-    return gh.mean - gb.mean, math.sqrt(vb + vh), max(1.0, dof)
+    one = sigma / math.sqrt(2)
+    gb = stats.grouped_mean_se([math.log(x) for x in base], groups_b, one, sigma_dof)
+    gh = stats.grouped_mean_se([math.log(x) for x in head], groups_h, one, sigma_dof)
+    wb, wh = gb.se_within ** 2, gh.se_within ** 2
+    vb, vh = gb.between ** 2, gh.between ** 2
+    se2 = wb + wh + vb + vh
+    # var(v_b + v_h) for fully dependent estimates: (sd(v_b) + sd(v_h))^2, sd(v) = v sqrt(2/dof)
+    v_dof = (vb + vh) ** 2 / (vb / math.sqrt(gb.between_dof) + vh / math.sqrt(gh.between_dof)) ** 2 if vb + vh else 1.0
+    parts = [(wb, gb.within_dof), (wh, gh.within_dof), (vb + vh, v_dof)]
+    denom = sum(x ** 2 / max(dof, 1.0) for x, dof in parts if x)
+    dof = se2 ** 2 / denom if denom else gb.within_dof + gh.within_dof
+    return gh.mean - gb.mean, math.sqrt(se2), max(1.0, dof)
 
 
 def run_incomparable(base_run: dict, head_run: dict) -> list[str]:
@@ -183,8 +193,7 @@ def compare_cells(base_cells: list[dict], head_cells: list[dict], *, mode: str =
             # one run's spread enters once per run: one interleaved sitting is one, two runs are two
             sigma_used = sigma if interleaved else math.sqrt(2) * sigma
             d, se, dof = _estimate(base_v, head_v, paired, (b.get("protocol") or {}).get("process") or [],
-                                   (h.get("protocol") or {}).get("process") or [],
-                                   sigma_used if paired else sigma, sigma_dof)
+                                   (h.get("protocol") or {}).get("process") or [], sigma_used, sigma_dof)
             t = stats.change_test(d, se, dof, 0.0, min_effect)
             bv = stats.median(base_v) if metric == "abs" else math.exp(float(_mean_log(base_v)))
             hv = stats.median(head_v) if metric == "abs" else math.exp(float(_mean_log(head_v)))

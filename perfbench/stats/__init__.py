@@ -208,6 +208,8 @@ class GroupedSE:
     se_within: float  # s_w / sqrt(n)
     between: float  # sqrt(v): the between-run standard deviation of the mean used
     processes: int
+    within_dof: float = 0.0  # of se_within^2 (n - P)
+    between_dof: float = 0.0  # of v (the prior's, or P - 1 + the prior's when pooled)
 
 
 def grouped_mean_se(x, groups=None, sigma_b: float = 0.0, sigma_dof: float = PRIOR_DOF) -> GroupedSE:
@@ -251,7 +253,8 @@ def grouped_mean_se(x, groups=None, sigma_b: float = 0.0, sigma_dof: float = PRI
             v, v_dof = (own_dof * own + sigma_dof * v) / (own_dof + sigma_dof), own_dof + sigma_dof
     se2 = se_w2 + v
     dof = ws_dof(se_w2, dof_w, v, v_dof)
-    return GroupedSE(float(a.mean()), math.sqrt(se2), max(1.0, dof), math.sqrt(se_w2), math.sqrt(v), P)
+    return GroupedSE(float(a.mean()), math.sqrt(se2), max(1.0, dof), math.sqrt(se_w2), math.sqrt(v), P,
+                     float(dof_w), float(v_dof))
 
 
 def shrink_sigma(sigma: float, dof: int, pooled: float, prior_dof: float = PRIOR_DOF) -> float:

@@ -119,6 +119,24 @@ def test_stored_runs_count_each_runs_processes_not_its_replicates_as_independent
     assert grouped["abs"]["ci_low"] < flat["abs"]["ci_low"]
 
 
+def test_stored_runs_count_one_calibrations_degrees_of_freedom_once():
+    """Where sigma_b dominates, the change's dof are the calibration's (rounds - 1 + 4 = 5 here):
+    both runs' between-run parts come from one calibrated sigma_b, not two independent ones
+    (counted as independent, Welch-Satterthwaite would give about 10 and a narrower interval)."""
+    base = cell()
+    head = scaled(base, 1.02, jitter=0.0005, seed=1)
+    cal = lambda row, th: {"ab": 0.05, "ours": 0.05, "ort": 0.05, "ratio": 0.05, "rounds": 2}  # noqa: E731
+    r = one(base, head, mode="stored-runs", sigma_for=cal)
+    assert r["abs"]["dof"] == pytest.approx(5.0, rel=0.05)
+    assert r["abs"]["se"] == pytest.approx(0.05 * 2 ** 0.5, rel=0.05)  # one run's sigma_b on each side
+    # a paired sitting whose lengths differ falls back to the two-run estimate without counting
+    # the sitting's spread twice over: sigma_ab / sqrt(2) a side
+    short = dict(head, ours=dict(head["ours"], replicates_ns=head["ours"]["replicates_ns"][:6]),
+                 ort=dict(head["ort"], replicates_ns=head["ort"]["replicates_ns"][:6]))
+    r2 = one(base, short, mode="interleaved", sigma_for=cal)
+    assert r2["abs"]["se"] == pytest.approx(0.05, rel=0.05)
+
+
 def test_not_comparable_rows_are_listed_never_compared():
     base = cell()
     assert one(base, dict(scaled(base, 1.5), timing_hash="t2"))["verdict"] == "not-comparable"
