@@ -344,7 +344,8 @@ def save_comparison(s, doc: dict, base_id: int | None, head_id: int | None, hc_i
 
 
 def compare_runs(s, base_id: int, head_id: int, base_ref: str, head_ref: str, opts: ABOptions) -> dict:
-    """`perfbench compare`: two stored runs (independent: Welch SE, 2 sigma_b^2)."""
+    """`perfbench compare`: two stored runs (independent: each run's mean with its grouped SE, at
+    least sigma_b of one run between runs; change._estimate)."""
     cal = load_calibration_file(opts.calibration_file) if opts.calibration_file else None
     for rid, ref in ((base_id, base_ref), (head_id, head_ref)):
         r = repo.load_run(s, rid)
@@ -356,6 +357,9 @@ def compare_runs(s, base_id: int, head_id: int, base_ref: str, head_ref: str, op
     if cal and cal["host_class"] != h.host_class.key:
         notes.append(f"the calibration file is for host class {cal['host_class']!r}, not the runs' "
                      f"({h.host_class.key!r}): not used")
+    elif cal and cal["calibration"].get("processes") not in (None, processes_of(h.settings)):
+        notes.append(f"the calibration file spread replicates over {cal['calibration']['processes']} worker "
+                     f"processes, the head run over {processes_of(h.settings)}: not used")
     doc = build_document(s, "compare", base_id, head_id, base_ref, head_ref, opts, cal, mode="stored-runs",
                          notes=notes)
     doc["comparison_id"] = save_comparison(s, doc, base_id, head_id, h.host_class_id)
@@ -434,8 +438,8 @@ SPREAD_METHOD = (
     "cells. Per cell and round: d = mean log(head/base) (paired replicates), mean log time of ours (base) and of "
     "ORT, mean log ours/ORT; each with its within-round variance s_w^2/n (s_w^2 pooled within the worker "
     "processes that shared the round's replicates). sigma_b(ab) = sqrt(max(0, mean d^2 - "
-    "mean s^2/n)) (d has mean 0 in A/A; R degrees of freedom); the others: sqrt(max(0, var of round means - mean "
-    "s^2/n)) (R-1 degrees of freedom). Each is shrunk toward the median of its group (op, threads, cache; all "
+    "mean s_w^2/n)) (d has mean 0 in A/A; R degrees of freedom); the others: sqrt(max(0, var of round means - mean "
+    "s_w^2/n)) (R-1 degrees of freedom). Each is shrunk toward the median of its group (op, threads, cache; all "
     "cells when the group has < 3; at least half the median of all cells): sqrt((dof*s^2 + 4*pooled^2) / (dof + 4)). "
     "Worker processes restart every "
     "round (fresh library mappings and ORT, as separate ab runs have).")

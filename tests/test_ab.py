@@ -135,6 +135,13 @@ def test_calibrate_export_and_ab_with_the_calibration_file(scratch):
     got = json.loads(r.stdout)
     assert got["calibration"]["source"] == "default"
     assert any("over 1 worker processes, this comparison over 2: not used" in n for n in got["notes"]), got["notes"]
+    # a calibration file from before the process count was stored says none: it is used
+    legacy = json.loads(out.read_text())
+    del legacy["calibration"]["processes"]
+    (scratch["dir"] / "cal-legacy.json").write_text(json.dumps(legacy))
+    r = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", tiny, "--filter", "op=Softmax keys=64 dtype=f32",
+           "--replicates", "4", "--calibration", str(scratch["dir"] / "cal-legacy.json"), "--format", "json")
+    assert json.loads(r.stdout)["calibration"]["source"] != "default", r.stderr
     # another host class's calibration is not used
     data["host_class"] = "Other CPU | 64 cores | Linux"
     out.write_text(json.dumps(data))

@@ -19,8 +19,10 @@ overhead removed.
   ms after the last Run on a 2-core Xeon, far past the fixed 2 ms gap this replaced).
 
 A replicate is fresh ORT sessions and fresh buffers; within it ours and ORT alternate in
-blocks of at least `block_ms`, each block preceded by one untimed call of that side (so no
-block starts from the other side's cache state) and by quiescing our pool. ORT's K-copy and
+blocks of at least `block_ms`, each block preceded by one untimed unit of that side (ours:
+one sub-loop; ORT: one K-copy/1-copy pair in the block's order, so every timed ORT run follows
+the other graph with its own session warm) -- no block starts from the other side's cache
+state -- and by quiescing our pool. ORT's K-copy and
 1-copy runs alternate within its block, the order flipping every round. One ours/ORT ratio
 per replicate: ours is the median of the replicate's blocks; ORT's is the differential of the
 medians of all its K-copy and 1-copy runs in the replicate (one slow run cannot turn a large
@@ -586,7 +588,7 @@ def sub_loops(block_ns: float, one_ns: float) -> tuple[int, int]:
 
 
 def ours_block(call, iters: int, subs: int, floor_ns: float) -> float:
-    """One warm block of ours: one untimed sub-loop (the warm-up, as ORT's one untimed run),
+    """One warm block of ours: one untimed sub-loop (the warm-up, as ORT's one untimed K/1 pair),
     then the median per-call time of `subs` timed sub-loops of `iters` calls, minus the per-call
     floor -- an interruption costs one sub-loop, not the block (ORT's estimate is medians too)."""
     call.time_warm(iters)
