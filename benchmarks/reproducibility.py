@@ -13,9 +13,10 @@ protocol, not a test: its answer is a measurement).
             every design; predecessors were not before protocol 2. Runs stored before protocol 2
             carry no design: their order is the old rotation's (labels + ort rotated by the round).
 
-  ortorder  one stored run: per warm cell, ORT's block differential in round 1 of a replicate
-            (its K/1 order flipped) against rounds 0 and 2, as a ratio (geometric mean over the
-            replicates): near 1 when the order of the K-copy and 1-copy runs does not matter;
+  ortorder  one stored run: per warm cell, ORT's block differential in its (1, K) blocks against
+            its (K, 1) blocks, as a ratio (geometric mean over the replicates; --clock replicate
+            for runs from before the order followed the cell's round clock, where round 1 of
+            each replicate was the flipped one): near 1 when the order does not matter;
             the distribution per thread count and the cells furthest from 1.
 
     .venv/bin/python benchmarks/reproducibility.py runs --db results.db 12 13 14
@@ -103,14 +104,29 @@ def carryover(s, base_run: int, head_run: int) -> dict:
     return {"base_run": base_run, "head_run": head_run, "by_predecessor": table}
 
 
-def ort_order(s, run_id: int, show: int = 6) -> dict:
+def _flip_log(b: list, rep: int, clock: str):
+    """log(geomean of the replicate's (1, K) blocks / geomean of its (K, 1) blocks). clock "cell"
+    (protocol 4 as landed): a block is (1, K) when the cell's round index rep x rounds + round is
+    odd; "replicate" (protocol 3, and 4 before the review): when the replicate's round is odd --
+    with 3 rounds, round 1 only. Replicates are stored in the cell's order (process shares in turn)."""
+    R = len(b)
+    odd = [(rep * R + r) % 2 == 1 if clock == "cell" else r % 2 == 1 for r in range(R)]
+    one_first = [math.log(x) for x, o in zip(b, odd) if o]
+    k_first = [math.log(x) for x, o in zip(b, odd) if not o]
+    if not one_first or not k_first:
+        return None
+    return statistics.fmean(one_first) - statistics.fmean(k_first)
+
+
+def ort_order(s, run_id: int, show: int = 6, clock: str = "cell") -> dict:
     out: dict = {}
     worst = []
     for key, v in _cells(s, run_id).items():
         blocks = (v["ort"] or {}).get("blocks_ns") or []
         if v["cache"] != "warm" or not v["ratio"]:
             continue
-        logs = [math.log(b[1] / math.sqrt(b[0] * b[2])) for b in blocks if len(b) == 3 and min(b) > 0]
+        logs = [_flip_log(b, i, clock) for i, b in enumerate(blocks) if len(b) >= 2 and min(b) > 0]
+        logs = [x for x in logs if x is not None]
         if not logs:
             continue
         m = statistics.fmean(logs)
@@ -123,7 +139,7 @@ def ort_order(s, run_id: int, show: int = 6) -> dict:
                                   "p10": math.exp(xs[len(xs) // 10]), "p90": math.exp(xs[9 * len(xs) // 10]),
                                   "beyond_1.2x": sum(abs(x) > math.log(1.2) for x in xs)}
     worst.sort(reverse=True)
-    return {"run": run_id, "round1_over_rounds02": table,
+    return {"run": run_id, "clock": clock, "one_first_over_k_first": table,
             "furthest": [{"ratio": r, "cell": k, "K": K, "runs": n} for _, r, k, K, n in worst[:show]]}
 
 
@@ -132,13 +148,15 @@ def main() -> None:
     ap.add_argument("what", choices=("runs", "carryover", "ortorder"))
     ap.add_argument("run_ids", type=int, nargs="+")
     ap.add_argument("--db", default=None)
+    ap.add_argument("--clock", choices=("cell", "replicate"), default="cell",
+                    help="ortorder: which round index flips ORT's K/1 order (replicate: runs before the fix)")
     a = ap.parse_args()
     store = Store(a.db)
     with store.session() as s:
         if a.what == "runs":
             out = runs_table(s, a.run_ids)
         elif a.what == "ortorder":
-            out = ort_order(s, a.run_ids[0])
+            out = ort_order(s, a.run_ids[0], clock=a.clock)
         else:
             out = carryover(s, *a.run_ids[:2])
     print(json.dumps(out, indent=1))

@@ -491,7 +491,10 @@ class Harness:
                         with ours_side(side):
                             ob[side].append(ours_block(calls[side], iters, subs, floors[side]))
                         continue
-                    order = (K, 1) if rnd % 2 == 0 else (1, K)
+                    # K/1 order flips with the cell's round clock, not the replicate's round: with
+                    # 3 rounds the latter gave (K, 1) to rounds 0 and 2 of every replicate, a bias
+                    # the same in every run; now the majority order alternates over replicates
+                    order = (K, 1) if (g_rep * spec.rounds + rnd) % 2 == 0 else (1, K)
                     tk, t1s = [], []
                     with ort_side():
                         # untimed warm-up: one pair of runs in the block's order, so that every
@@ -500,9 +503,9 @@ class Harness:
                         # as ours' is a sub-loop). MultiHeadAttention prefill (K = 2, one pair a
                         # block) showed why: warming only the graph timed first, a (1, K) block's
                         # differential was 2-3x a (K, 1) block's; warming only the graph timed
-                        # second, 0.75-0.8x (the first timed run's session still cold); and a
-                        # replicate's median took whichever order had 2 of its 3 rounds -- a win
-                        # in one full run, a loss in the next (issue 16)
+                        # second, 0.75-0.8x (the first timed run's session still cold); whether
+                        # the one flipped round of a replicate moved its pooled medians varied
+                        # from run to run -- a win in one full run, a loss in the next (issue 16)
                         for k in order:
                             bound[k].run()
                         for _ in range(runs):
