@@ -48,7 +48,7 @@ from perfbench.runner import (
 )
 from perfbench.store import hostinfo, repo
 from perfbench.store import models as m
-from perfbench.store.calibration import processes_of, sigma_lookup
+from perfbench.store.calibration import file_unfit, processes_of, sigma_lookup
 from perfbench.store.db import Store
 from perfbench.timing.protocol import CellOutcome, merge_outcomes
 from perfbench.timing.worker import Worker
@@ -87,6 +87,12 @@ def _plan(opts: ABOptions):
     facts = hostinfo.host_facts()
     settings = suite_settings(suite, opts.quick, opts.replicates, opts.processes)
     cells, notes = expand_cells(suite, opts, flts, facts, settings)
+    if settings.get("processes", 1) > MAX_PROCESSES:
+        # the settings stored are what was used: a calibration keyed by the asked-for count would
+        # judge runs spread over more processes than it measured
+        notes.append(f"--processes {settings['processes']}: ab and calibrate spread replicates over at most "
+                     f"{MAX_PROCESSES} worker processes; using {MAX_PROCESSES}")
+        settings["processes"] = MAX_PROCESSES
     return store, suite, flts, facts, settings, cells, notes
 
 
@@ -201,13 +207,9 @@ def ab(opts: ABOptions, ui=None) -> dict:
             else:
                 doc_notes.append(f"{op}: {why}; measured with each side's own checkout in alternating worker "
                                  "processes (base and head in turns; ORT measured in each turn)")
-        if cal and cal["host_class"] != facts.class_key:
-            doc_notes.append(f"the calibration file is for host class {cal['host_class']!r}, not this one "
-                             f"({facts.class_key!r}): not used")
-        elif cal and cal["calibration"].get("processes") not in (None, processes_of(settings)):
-            doc_notes.append(f"the calibration file spread replicates over {cal['calibration']['processes']} worker "
-                             f"processes, this comparison over {processes_of(settings)}: not used (recalibrate "
-                             "with the same --processes and replicates)")
+        why = file_unfit(cal, facts.class_key, PROTOCOL_VERSION, versions["onnxruntime"], processes_of(settings))
+        if why:
+            doc_notes.append(f"the calibration file {why}: not used")
         for n in doc_notes:
             ui.info(n)
         lib = load(head.build)
@@ -285,7 +287,7 @@ def build_document(s, kind: str, base_id: int, head_id: int, base_ref: str, head
     hcells = [views.cell_view(c) for c in sorted(h.cells, key=lambda c: c.id)]
     bview, hview = views.run_view(b), views.run_view(h)
     incomparable = change.run_incomparable(bview, hview)
-    lookup, used = sigma_lookup(s, h, cal_file)
+    lookup, used = sigma_lookup(s, h, cal_file, other=b)
     rows = change.compare_cells(bcells, hcells, mode=mode, op_modes=op_modes, sigma_for=lookup,
                                 incomparable=incomparable, min_effect=opts.min_effect, q=opts.q)
     # the oldest calibration a row was judged with is the one whose age matters
@@ -352,14 +354,16 @@ def compare_runs(s, base_id: int, head_id: int, base_ref: str, head_ref: str, op
         if r.invalidated:
             raise UsageError(f"run {rid} ({ref}) was invalidated ({r.invalidated_why or 'no reason given'}): "
                              "invalidated runs are excluded from comparisons")
-    h = repo.load_run(s, head_id)
+    b, h = repo.load_run(s, base_id), repo.load_run(s, head_id)
     notes = []
-    if cal and cal["host_class"] != h.host_class.key:
-        notes.append(f"the calibration file is for host class {cal['host_class']!r}, not the runs' "
-                     f"({h.host_class.key!r}): not used")
-    elif cal and cal["calibration"].get("processes") not in (None, processes_of(h.settings)):
-        notes.append(f"the calibration file spread replicates over {cal['calibration']['processes']} worker "
-                     f"processes, the head run over {processes_of(h.settings)}: not used")
+    pb, ph = processes_of(b.settings), processes_of(h.settings)
+    if pb != ph:
+        notes.append(f"the base run spread replicates over {pb} worker process(es), the head run over {ph}: no "
+                     "calibration fits both, the stated default sigma_b judges every row")
+    else:
+        why = file_unfit(cal, h.host_class.key, h.protocol_version, h.ort_version, ph)
+        if why:
+            notes.append(f"the calibration file {why}: not used")
     doc = build_document(s, "compare", base_id, head_id, base_ref, head_ref, opts, cal, mode="stored-runs",
                          notes=notes)
     doc["comparison_id"] = save_comparison(s, doc, base_id, head_id, h.host_class_id)

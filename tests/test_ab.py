@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from perfbench.store.calibration import processes_of
 from tests.conftest import ROOT, cli_environ
 
 pytestmark = pytest.mark.slow
@@ -134,7 +135,7 @@ def test_calibrate_export_and_ab_with_the_calibration_file(scratch):
            "--replicates", "4", "--calibration", str(out), "--format", "json")
     got = json.loads(r.stdout)
     assert got["calibration"]["source"] == "default"
-    assert any("over 1 worker processes, this comparison over 2: not used" in n for n in got["notes"]), got["notes"]
+    assert any("over 1 worker processes, the run over 2" in n for n in got["notes"]), got["notes"]
     # a calibration file from before the process count was stored says none: it is used
     legacy = json.loads(out.read_text())
     del legacy["calibration"]["processes"]
@@ -142,6 +143,16 @@ def test_calibrate_export_and_ab_with_the_calibration_file(scratch):
     r = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", tiny, "--filter", "op=Softmax keys=64 dtype=f32",
            "--replicates", "4", "--calibration", str(scratch["dir"] / "cal-legacy.json"), "--format", "json")
     assert json.loads(r.stdout)["calibration"]["source"] != "default", r.stderr
+    # nor is one measured under another protocol or ORT version (the database's are chosen so)
+    for key, value, says in (("protocol_version", 3, "under protocol 3"), ("ort_version", "1.0.0", "onnxruntime 1.0.0")):
+        other = json.loads(out.read_text())
+        other["calibration"][key] = value
+        (scratch["dir"] / "cal-other.json").write_text(json.dumps(other))
+        r = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", tiny, "--filter", "op=Softmax keys=64 dtype=f32",
+               "--calibration", str(scratch["dir"] / "cal-other.json"), "--format", "json")
+        got = json.loads(r.stdout)
+        assert got["calibration"]["source"] == "default", key
+        assert any(says in n and "not used" in n for n in got["notes"]), got["notes"]
     # another host class's calibration is not used
     data["host_class"] = "Other CPU | 64 cores | Linux"
     out.write_text(json.dumps(data))
@@ -173,6 +184,18 @@ def test_compare_two_stored_runs_and_render_the_document(scratch):
     assert bad.returncode == 2
     r = pb(scratch, "compare", str(ids[0]), str(ids[0]))
     assert r.returncode == 2 and "same run" in r.stderr
+    # runs spread over different process counts: no calibration fits both, the default judges
+    # (the module's first ab: 3 replicates, one process; the --replicates 4 ab: two)
+    by_procs = {}
+    for i, st in rows(scratch, "select id, settings from runs where origin = 'ab-head' order by id"):
+        st = json.loads(st) if isinstance(st, str) else st
+        by_procs.setdefault(processes_of(st), i)
+    assert {1, 2} <= set(by_procs), by_procs
+    r = pb(scratch, "compare", str(by_procs[1]), str(by_procs[2]), "--format", "json")
+    assert r.returncode in (0, 1), r.stderr
+    got = json.loads(r.stdout)
+    assert any("over 1 worker process(es), the head run over 2" in n for n in got["notes"]), got["notes"]
+    assert all(rw["abs"]["sigma_source"] == "default" for rw in got["rows"] if rw["abs"])
 
 
 def _native_file_with(repo, marker):

@@ -245,6 +245,7 @@ def tickets_update(ref, suite, calibration, min_effect, db):
     from perfbench.ab import load_calibration_file
     from perfbench.cli.commands import host_class_id
     from perfbench.store import repo
+    from perfbench.store.calibration import file_unfit, processes_of
     from perfbench.store.db import Store
     from perfbench.tickets import lifecycle
 
@@ -254,6 +255,11 @@ def tickets_update(ref, suite, calibration, min_effect, db):
     store = Store(db)
     with store.session() as s:
         rid = repo.resolve_ref(s, ref, suite=suite, host_class_id=host_class_id(s, ref, None))
+        run = repo.load_run(s, rid)
+        why = file_unfit(cal, run.host_class.key, run.protocol_version, run.ort_version,
+                         processes_of(run.settings))
+        if why:
+            click.echo(f"note: the calibration file {why}: not used (the stated default sigma_b judges)", err=True)
         summary = lifecycle.update(s, rid, min_effect=min_effect, cal_file=cal)
     click.echo(summary_line(summary))
     return 0

@@ -208,7 +208,7 @@ class GroupedSE:
     se_within: float  # s_w / sqrt(n)
     between: float  # sqrt(v): the between-run standard deviation of the mean used
     processes: int
-    within_dof: float = 0.0  # of se_within^2 (n - P)
+    within_dof: float = 0.0  # of se_within^2 (n - P; n - 1 where no process holds two replicates)
     between_dof: float = 0.0  # of v (the prior's, or P - 1 + the prior's when pooled)
 
 

@@ -16,27 +16,50 @@ def processes_of(settings: dict | None) -> int:
     return len(slices(int(st.get("replicates", 8)), int(st.get("processes", 1))))
 
 
+def file_unfit(cal_file: dict | None, host_class: str, protocol_version, ort_version, processes: int) -> str | None:
+    """Why a calibration file cannot judge a run (None: it can). It must be of the run's host
+    class, protocol and ORT version (as the database's calibrations are chosen) and have spread
+    replicates over as many worker processes (a file from before migration 0007 does not say,
+    and is used)."""
+    if cal_file is None:
+        return None
+    c = cal_file["calibration"]
+    if cal_file["host_class"] != host_class:
+        return f"is for host class {cal_file['host_class']!r}, not {host_class!r}"
+    if c.get("protocol_version") != protocol_version:
+        return (f"was measured under protocol {c.get('protocol_version')}, the run under {protocol_version} "
+                "(recalibrate with this checkout)")
+    if c.get("ort_version") != ort_version:
+        return f"was measured with onnxruntime {c.get('ort_version')}, the run with {ort_version}"
+    if c.get("processes") not in (None, processes):
+        return (f"spread replicates over {c.get('processes')} worker processes, the run over {processes} "
+                "(recalibrate with the same --processes and replicates)")
+    return None
+
+
 def cal_key(case_id, timing_hash, dtype, threads, device, cache, spin) -> tuple:
     return (case_id, timing_hash, dtype, int(threads), device, cache, spin)
 
 
-def sigma_lookup(s, run: m.Run, cal_file: dict | None):
+def sigma_lookup(s, run: m.Run, cal_file: dict | None, other: m.Run | None = None):
     """(lookup(row, timing_hash) -> spreads or None, calibrations used: id -> metadata). The
-    spreads come from a calibration file when given (used only if its host class is the run's),
+    spreads come from a calibration file when given (used only where file_unfit finds nothing),
     else from the newest calibration in the database, of the run's host class, ORT version and
     protocol version, that has the cell (cell key + timing hash). Either is used only when it
     spread replicates over as many worker processes as the run (processes_of): sigma_b holds
     the process-level spread divided by that count (a calibration from before migration 0007
-    does not say, and is used)."""
+    does not say, and is used). `other`: a second run the same spreads judge (compare's base):
+    where its process count differs, no calibration fits both and none is used."""
     table: dict = {}
     procs = processes_of(run.settings)
-    if cal_file is not None:
-        if cal_file["host_class"] == run.host_class.key and cal_file["calibration"].get("processes") in (None, procs):
+    fits_both = other is None or processes_of(other.settings) == procs
+    if cal_file is not None and fits_both:
+        if not file_unfit(cal_file, run.host_class.key, run.protocol_version, run.ort_version, procs):
             meta = {**cal_file["calibration"], "host_class": cal_file["host_class"]}
             for c in cal_file["cells"]:
                 table[cal_key(c["case_id"], c["timing_hash"], c["dtype"], c["threads"], c["device"], c["cache"],
                            c["spin"])] = {**c, "_meta": meta}
-    else:
+    elif fits_both:
         cals = s.scalars(select(m.Calibration).where(
             m.Calibration.host_class_id == run.host_class_id, m.Calibration.ort_version == run.ort_version,
             m.Calibration.protocol_version == run.protocol_version,
