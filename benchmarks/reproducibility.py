@@ -14,10 +14,12 @@ protocol, not a test: its answer is a measurement).
             carry no design: their order is the old rotation's (labels + ort rotated by the round).
 
   ortorder  one stored run: per warm cell, ORT's block differential in its (1, K) blocks against
-            its (K, 1) blocks, as a ratio (geometric mean over the replicates; --clock replicate
-            for runs from before the order followed the cell's round clock, where round 1 of
-            each replicate was the flipped one): near 1 when the order does not matter;
-            the distribution per thread count and the cells furthest from 1.
+            its (K, 1) blocks, as a ratio (geometric mean over the replicates): near 1 when the
+            order does not matter; the distribution per thread count and the cells furthest
+            from 1. Which blocks were (1, K) follows the run's protocol (--clock overrides):
+            5 "pair" (every second round of the cell's clock), 4 "cell" (odd rounds of the
+            cell's clock, as of 7a39254; runs of 4 before it: --clock replicate), 3 and
+            earlier "replicate" (round 1 of each replicate).
 
     .venv/bin/python benchmarks/reproducibility.py runs --db results.db 12 13 14
     .venv/bin/python benchmarks/reproducibility.py carryover --db results.db 15 16
@@ -104,13 +106,29 @@ def carryover(s, base_run: int, head_run: int) -> dict:
     return {"base_run": base_run, "head_run": head_run, "by_predecessor": table}
 
 
+CLOCKS = ("pair", "cell", "replicate")
+
+
+def clock_of(protocol_version: int) -> str:
+    """The K/1 order clock a run's protocol used (Harness._k_first)."""
+    return "pair" if protocol_version >= 5 else "cell" if protocol_version == 4 else "replicate"
+
+
+def one_first(clock: str, rep: int, rnd: int, rounds: int) -> bool:
+    """Whether ORT's block in round `rnd` of replicate `rep` ran (1, K). "pair" (protocol 5): the
+    cell's round index rep x rounds + rnd, halved, is odd; "cell" (protocol 4 as of 7a39254): that
+    index is odd; "replicate" (protocol 3, and 4 before 7a39254): the replicate's round is odd --
+    with 3 rounds, round 1 only."""
+    g = rep * rounds + rnd
+    return {"pair": (g // 2) % 2 == 1, "cell": g % 2 == 1, "replicate": rnd % 2 == 1}[clock]
+
+
 def _flip_log(b: list, rep: int, clock: str):
-    """log(geomean of the replicate's (1, K) blocks / geomean of its (K, 1) blocks). clock "cell"
-    (protocol 4 as landed): a block is (1, K) when the cell's round index rep x rounds + round is
-    odd; "replicate" (protocol 3, and 4 before the review): when the replicate's round is odd --
-    with 3 rounds, round 1 only. Replicates are stored in the cell's order (process shares in turn)."""
+    """log(geomean of the replicate's (1, K) blocks / geomean of its (K, 1) blocks), None when the
+    replicate holds only one order. Replicates are stored in the cell's order (process shares in
+    turn)."""
     R = len(b)
-    odd = [(rep * R + r) % 2 == 1 if clock == "cell" else r % 2 == 1 for r in range(R)]
+    odd = [one_first(clock, rep, r, R) for r in range(R)]
     one_first = [math.log(x) for x, o in zip(b, odd) if o]
     k_first = [math.log(x) for x, o in zip(b, odd) if not o]
     if not one_first or not k_first:
@@ -118,7 +136,8 @@ def _flip_log(b: list, rep: int, clock: str):
     return statistics.fmean(one_first) - statistics.fmean(k_first)
 
 
-def ort_order(s, run_id: int, show: int = 6, clock: str = "cell") -> dict:
+def ort_order(s, run_id: int, show: int = 6, clock: str | None = None) -> dict:
+    clock = clock or clock_of(repo.load_run(s, run_id).protocol_version)
     out: dict = {}
     worst = []
     for key, v in _cells(s, run_id).items():
@@ -148,8 +167,8 @@ def main() -> None:
     ap.add_argument("what", choices=("runs", "carryover", "ortorder"))
     ap.add_argument("run_ids", type=int, nargs="+")
     ap.add_argument("--db", default=None)
-    ap.add_argument("--clock", choices=("cell", "replicate"), default="cell",
-                    help="ortorder: which round index flips ORT's K/1 order (replicate: runs before the fix)")
+    ap.add_argument("--clock", choices=CLOCKS, default=None,
+                    help="ortorder: which round index flipped ORT's K/1 order (default: the run's protocol's)")
     a = ap.parse_args()
     store = Store(a.db)
     with store.session() as s:

@@ -14,7 +14,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 # Bumped whenever the measurement protocol changes what a number means (part of the
 # comparability key: results from different protocol versions are never compared).
-PROTOCOL_VERSION = 4  # 2: replicates over worker processes, Williams order, ours = median of sub-loops; 3: ORT cold floors with the cell graph's inputs and outputs; 4: ORT's block warms up with one K/1 pair in its order, so every timed run follows the other graph
+PROTOCOL_VERSION = 5  # 2: replicates over worker processes, Williams order, ours = median of sub-loops; 3: ORT cold floors with the cell graph's inputs and outputs; 4: ORT's block warms up with one K/1 pair in its order, so every timed run follows the other graph; 5: ORT's K/1 order flips every second round of the cell's clock, crossed with its position in the rotation
 
 # Version of the stored/exported result schema (JSON output, database rows).
 SCHEMA_VERSION = 1

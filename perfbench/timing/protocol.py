@@ -444,6 +444,19 @@ class Harness:
         k = rnd % len(order)  # more sides: a plain rotation (positions balanced only)
         return order[k:] + order[:k]
 
+    @staticmethod
+    def _k_first(rnd: int) -> bool:
+        """Whether ORT's block in the cell's `rnd`-th round runs its K-copy graph first (K, 1) or
+        its 1-copy graph first (1, K). Protocol 5: the order flips every second round of the cell's
+        clock, so it is crossed with ORT's position in the Williams rotation (which flips every
+        round with one build): each (position, order) pair is equally frequent over 4 rounds (one
+        build) or 12 (`ab`'s three sides; the default 8 x 3 = 24 rounds hold whole cycles of both).
+        Protocol 4 flipped on the round's parity, the same as ORT's position with one build: ORT
+        first was always (1, K), so an order effect and a position effect were one; protocol 3
+        (and 4 before review) flipped on the replicate's own round, so (K, 1) held rounds 0 and 2
+        of every replicate: a bias of the same sign in every run."""
+        return (rnd // 2) % 2 == 0
+
     def time_warm(self, op, case, dt, ort_dt, graph, shapes, inputs, spec, libs, outs):
         floors = {label: self.ours_warm_floor(spec.threads, lib) for label, lib in libs.items()}
         for label, o in outs.items():
@@ -491,10 +504,7 @@ class Harness:
                         with ours_side(side):
                             ob[side].append(ours_block(calls[side], iters, subs, floors[side]))
                         continue
-                    # K/1 order flips with the cell's round clock, not the replicate's round: with
-                    # 3 rounds the latter gave (K, 1) to rounds 0 and 2 of every replicate, a bias
-                    # the same in every run; now the majority order alternates over replicates
-                    order = (K, 1) if (g_rep * spec.rounds + rnd) % 2 == 0 else (1, K)
+                    order = (K, 1) if self._k_first(g_rep * spec.rounds + rnd) else (1, K)
                     tk, t1s = [], []
                     with ort_side():
                         # untimed warm-up: one pair of runs in the block's order, so that every

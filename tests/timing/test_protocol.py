@@ -237,11 +237,29 @@ def test_every_timed_ort_run_follows_a_run_of_the_other_graph_both_warmed(lib, m
     for b in blocks:
         assert all(x != y for x, y in zip(b, b[1:])), b  # alternating, from the warm-up on
         assert set(b[:2]) == {1, out.K}  # both sessions warmed before the first timed run
-    # both orders, balanced over the cell: the order follows the cell's round clock (by the
-    # replicate's own round, rounds 0 and 2 of every replicate were (K, 1): 4 of 6 here; a
-    # clock by replicate alone would pass a count but never flip within a replicate)
+    # both orders on the cell's clock, flipping every second round (by the replicate's own round,
+    # rounds 0 and 2 of every replicate were (K, 1); by the round's parity, ORT first was always
+    # (1, K)): rounds 0-5 of the cell are (K, 1), (K, 1), (1, K), (1, K), (K, 1), (K, 1)
     firsts = [b[2] for b in blocks]
-    assert firsts == [out.K, 1, out.K, 1, out.K, 1], firsts
+    assert firsts == [out.K, out.K, 1, 1, out.K, out.K], firsts
+    # ... and crossed with ORT's place in the round (second, first, second, first, ...)
+    rounds = [[m.split(":")[0] for m in log if isinstance(m, str) and f"replicate {r} block {b}" in m]
+              for r in (1, 2) for b in (1, 2, 3)]
+    places = [r.index("ort") for r in rounds]
+    assert places == [1, 0, 1, 0, 1, 0], rounds
+    assert set(zip(places, firsts)) == {(0, 1), (0, out.K), (1, 1), (1, out.K)}
+
+
+@pytest.mark.parametrize("labels", [["ours"], ["base", "head"]])
+def test_ort_k1_order_is_crossed_with_ort_place_in_the_rotation(labels):
+    """Over the default 8 x 3 rounds, every (ORT's place, K/1 order) pair is equally frequent, one
+    build (run) or two (ab): an order effect cannot pose as a position effect or the reverse."""
+    counts = {}
+    for clock in range(24):
+        key = (Harness._rotation(labels, clock).index("ort"), Harness._k_first(clock))
+        counts[key] = counts.get(key, 0) + 1
+    places = len(labels) + 1
+    assert len(counts) == 2 * places and set(counts.values()) == {24 // (2 * places)}, counts
 
 
 def test_one_estimator_ours_is_the_median_of_sub_loops(lib):
