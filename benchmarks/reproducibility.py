@@ -129,11 +129,11 @@ def _flip_log(b: list, rep: int, clock: str):
     turn)."""
     R = len(b)
     odd = [one_first(clock, rep, r, R) for r in range(R)]
-    one_first = [math.log(x) for x, o in zip(b, odd) if o]
-    k_first = [math.log(x) for x, o in zip(b, odd) if not o]
-    if not one_first or not k_first:
+    ones = [math.log(x) for x, o in zip(b, odd) if o]
+    ks = [math.log(x) for x, o in zip(b, odd) if not o]
+    if not ones or not ks:
         return None
-    return statistics.fmean(one_first) - statistics.fmean(k_first)
+    return statistics.fmean(ones) - statistics.fmean(ks)
 
 
 def ort_order(s, run_id: int, show: int = 6, clock: str | None = None) -> dict:
