@@ -56,7 +56,7 @@ from perfbench.timing.worker import Worker
 CALIBRATION_FORMAT = 1
 LABELS = ("base", "head")
 NOT_MEASURED = "not measured"  # the message prefix of a build that did not fail but was not measured
-MAX_PROCESSES = 8  # ab and calibrate cap --processes here (each is a worker with both builds loaded)
+MAX_PROCESSES = suites.AB_MAX_PROCESSES
 
 
 @dataclass
@@ -87,13 +87,23 @@ def _plan(opts: ABOptions):
     facts = hostinfo.host_facts()
     settings = suite_settings(suite, opts.quick, opts.replicates, opts.processes)
     cells, notes = expand_cells(suite, opts, flts, facts, settings)
-    if settings.get("processes", 1) > MAX_PROCESSES:
-        # the settings stored are what was used: a calibration keyed by the asked-for count would
-        # judge runs spread over more processes than it measured
-        notes.append(f"--processes {settings['processes']}: ab and calibrate spread replicates over at most "
-                     f"{MAX_PROCESSES} worker processes; using {MAX_PROCESSES}")
-        settings["processes"] = MAX_PROCESSES
-    return store, suite, flts, facts, settings, cells, notes
+    note = cap_processes(settings)
+    return store, suite, flts, facts, settings, cells, notes + ([note] if note else [])
+
+
+def cap_processes(settings: dict) -> str | None:
+    """Cap settings["processes"] at MAX_PROCESSES in place; the note to print where that changes
+    the spread (8 replicates over 10 processes are 8 shares either way). The settings stored are
+    what was used: a calibration keyed by the asked-for count would judge runs spread over more
+    processes than it measured."""
+    if settings.get("processes", 1) <= MAX_PROCESSES:
+        return None
+    asked = processes_of(settings)
+    settings["processes"] = MAX_PROCESSES
+    if processes_of(settings) == asked:
+        return None
+    return (f"--processes: ab and calibrate spread replicates over at most {MAX_PROCESSES} worker processes; "
+            f"each cell's {settings.get('replicates', 8)} replicates go to {processes_of(settings)} of them, not {asked}")
 
 
 def _eta(i: int, n: int, est_s: float, t0: float) -> float:

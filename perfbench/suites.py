@@ -72,7 +72,8 @@ MAX_AXIS_VALUES = MAX_SUITE_CELLS
 MIN_REPLICATES = 2  # a CI needs at least two replicates
 MAX_REPLICATES = 1000
 MAX_ROUNDS = 100  # blocks of each side per replicate
-MAX_PROCESSES = 64  # worker processes per cell (ab and calibrate use at most 8 of them: ab.MAX_PROCESSES)
+MAX_PROCESSES = 64  # worker processes per cell
+AB_MAX_PROCESSES = 8  # ab and calibrate cap --processes here (each is a worker with both builds loaded)
 MAX_BLOCK_MS = 60_000.0  # one timed block: a minute at most
 MAX_TIMEOUT_S = 86_400.0  # one worker share of a cell: a day at most
 MAX_SEED = 2**31 - 1  # numpy's default_rng takes any integer >= 0; cells.seed is an INTEGER (PostgreSQL: 32 bits)

@@ -102,3 +102,14 @@ def test_rotation_balances_what_precedes_what():
     swapped = {"base": "head", "head": "base", "ort": "ort"}
     assert Harness._rotation(["base", "head"], 6) == [swapped[x] for x in orders[0]]  # roles swap every cycle
     assert Harness._rotation(["base", "head"], 12) == orders[0]  # and the pair of cycles repeats
+
+
+def test_ab_caps_processes_and_says_so_only_where_the_spread_changes():
+    st = {"replicates": 32, "processes": 12}
+    note = ab.cap_processes(st)
+    assert st["processes"] == ab.MAX_PROCESSES == 8
+    assert note and "go to 8 of them, not 12" in note, note
+    st = {"replicates": 8, "processes": 10}  # 8 shares of one replicate either way
+    assert ab.cap_processes(st) is None and st["processes"] == 8
+    st = {"replicates": 8, "processes": 3}
+    assert ab.cap_processes(st) is None and st == {"replicates": 8, "processes": 3}

@@ -8,8 +8,8 @@ import sys
 import click
 
 from perfbench import suites
-from perfbench.cli import DB_HELP, cli, split_list
-from perfbench.cli.commands import PROCESSES_OPTION_HELP, REPLICATES_HELP, TerminalUI, bounded, emit, suite_options
+from perfbench.cli import DB_HELP, PROCESSES_HELP, cli, split_list
+from perfbench.cli.commands import REPLICATES_HELP, TerminalUI, bounded, emit, suite_options
 from perfbench.errors import UsageError
 
 CMP_FORMATS = ["table", "markdown", "json"]
@@ -56,13 +56,17 @@ def _show(doc: dict, fmt: str, output: str | None) -> int:
     return render_change.exit_code(doc)
 
 
+AB_PROCESSES_HELP = (f"{PROCESSES_HELP} At most {suites.AB_MAX_PROCESSES} here (each worker loads both builds): "
+                     f"more are capped, with a note.")
+
+
 @cli.command()
 @click.option("--base-rev", required=True, metavar="REV",
               help="The base: a git revision (branch, tag, sha, HEAD~1, the PR's merge base).")
 @click.option("--head-rev", metavar="REV", help="The head: a git revision [default: the working tree, as it is].")
 @suite_options
 @click.option("--replicates", type=int, metavar="N", callback=bounded("replicates"), help=REPLICATES_HELP)
-@click.option("--processes", type=int, metavar="P", callback=bounded("processes"), help=PROCESSES_OPTION_HELP)
+@click.option("--processes", type=int, metavar="P", callback=bounded("processes"), help=AB_PROCESSES_HELP)
 @_cmp_options
 def ab(base_rev, head_rev, suite, filters, quick, threads, dtype, cache, spin, device, replicates, processes, min_effect,
        q, calibration, db, fmt, output):
@@ -159,7 +163,7 @@ def compare(base, head, suite, host_class, min_effect, q, calibration, db, fmt, 
               help=f"A/A passes over the cells (between-run spread needs >= 2; more is steadier), at most "
                    f"{suites.CALIBRATE_ROUNDS.hi}.")
 @click.option("--replicates", type=int, metavar="N", callback=bounded("replicates"), help=REPLICATES_HELP)
-@click.option("--processes", type=int, metavar="P", callback=bounded("processes"), help=PROCESSES_OPTION_HELP)
+@click.option("--processes", type=int, metavar="P", callback=bounded("processes"), help=AB_PROCESSES_HELP)
 @click.option("--db", metavar="URL", help=DB_HELP)
 def calibrate(suite, filters, quick, threads, dtype, cache, spin, device, rounds, replicates, processes, db):
     """Measure this host's noise: the same build against itself (A/A), for sigma_b.
