@@ -219,7 +219,8 @@ def ab(opts: ABOptions, ui=None) -> dict:
                                  "processes (base and head in turns; ORT measured in each turn)")
         why = file_unfit(cal, facts.class_key, PROTOCOL_VERSION, versions["onnxruntime"], processes_of(settings))
         if why:
-            doc_notes.append(f"the calibration file {why}: not used")
+            doc_notes.append(f"the calibration file {why}: not used (the stated default sigma_b judges; with a file "
+                             "given, the database's calibrations are not consulted)")
         for n in doc_notes:
             ui.info(n)
         lib = load(head.build)
@@ -373,7 +374,8 @@ def compare_runs(s, base_id: int, head_id: int, base_ref: str, head_ref: str, op
     else:
         why = file_unfit(cal, h.host_class.key, h.protocol_version, h.ort_version, ph)
         if why:
-            notes.append(f"the calibration file {why}: not used")
+            notes.append(f"the calibration file {why}: not used (the stated default sigma_b judges; with a file "
+                         "given, the database's calibrations are not consulted)")
     doc = build_document(s, "compare", base_id, head_id, base_ref, head_ref, opts, cal, mode="stored-runs",
                          notes=notes)
     doc["comparison_id"] = save_comparison(s, doc, base_id, head_id, h.host_class_id)
@@ -562,6 +564,13 @@ def load_calibration_file(path: str) -> dict:
                     raise UsageError(f"{path}: a cell's {k} is not a non-negative number")
         str(data["host_class"])
         data["calibration"]["created_at"]
+        meta = data["calibration"]
     except (KeyError, TypeError):
         raise UsageError(f"{path}: malformed calibration (missing keys)") from None
+    # what decides whether the file may judge a run (file_unfit): a file without them would
+    # judge every protocol and ORT version alike
+    missing = [k for k in ("protocol_version", "ort_version") if k not in meta]
+    if missing:
+        raise UsageError(f"{path}: malformed calibration (calibration.{' and calibration.'.join(missing)} missing); "
+                         "export it again with `perfbench calibration export -o FILE`")
     return data

@@ -153,6 +153,13 @@ def test_calibrate_export_and_ab_with_the_calibration_file(scratch):
         got = json.loads(r.stdout)
         assert got["calibration"]["source"] == "default", key
         assert any(says in n and "not used" in n for n in got["notes"]), got["notes"]
+    # a file that does not say its protocol or ORT version cannot be judged fit: refused
+    for key in ("protocol_version", "ort_version"):
+        other = json.loads(out.read_text())
+        del other["calibration"][key]
+        (scratch["dir"] / "cal-other.json").write_text(json.dumps(other))
+        r = pb(scratch, "ab", "--base-rev", "HEAD", "--suite", tiny, "--calibration", str(scratch["dir"] / "cal-other.json"))
+        assert r.returncode == 2 and f"calibration.{key} missing" in r.stderr, r.stderr
     # another host class's calibration is not used
     data["host_class"] = "Other CPU | 64 cores | Linux"
     out.write_text(json.dumps(data))
