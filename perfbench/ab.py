@@ -161,7 +161,9 @@ class _Sides:
         for t in range(turns):
             n = 2 if t < turns - 1 else reps - 2 * (turns - 1)
             for label in (labels if t % 2 == 0 else labels[::-1]):
-                spec = cell_spec(cell, settings, facts, n)
+                # the turn's replicates continue the cell's clock (the rotation and ORT's K/1 order
+                # balance over the cell, not restart each turn); all in the side's one worker process
+                spec = cell_spec(cell, settings, facts, n, rep_offset=2 * t)
                 parts[label].append(self._run(self.apart[label], label, spec, timeout_s, on_phase))
             # every side measured in this turn; stop when one of them cannot be timed
             if any(p[-1].ours_status != "ok" or not p[-1].ours_ns for p in parts.values()):
@@ -258,7 +260,11 @@ def ab(opts: ABOptions, ui=None) -> dict:
                                        on_phase=ui.phase, only=only)
                 derived = {}
                 for label, out in outs.items():
-                    derived[label] = derive(op, cell, out, peaks, facts, lookup)
+                    # a calibrated sigma_b holds the spread of runs over processes_of(settings)
+                    # worker processes; a cell measured in fewer (alternating workers, a build
+                    # measured alone) has more between-run spread than that: the default judges it
+                    fits = len(set(out.process)) == processes_of(settings)
+                    derived[label] = derive(op, cell, out, peaks, facts, lookup if fits else None)
                     record_cell(store, run_ids[label], cell, out, derived[label], op, settings["seed"])
                 shown = "head" if "head" in outs else "base"
                 ui.end_cell(i, len(cells), cell, (outs[shown], derived[shown]))

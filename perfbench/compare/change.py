@@ -20,7 +20,8 @@ hypothesis a family of its own:
 A row's verdict is the more severe of its two; both are kept. Modes: "interleaved" (`ab`: base,
 head and ORT in one rotation, replicates paired, sigma_b of an A/A `ab`), "alternating-workers"
 (`ab` on ops whose native interface changed: each side in its own worker, replicates paired by
-turn, judged with 2 sigma_b^2 of one run, as nothing calibrates this mode) and "stored-runs"
+turn, each side's replicates in one worker process: judged with 2 sigma_b^2 of the stated
+default, as no calibration measures this mode) and "stored-runs"
 (`compare`: two independent runs, each run's mean with a run verdict's grouped standard error
 -- its processes' spread pooled with sigma_b of one run -- the two added).
 """
@@ -178,11 +179,13 @@ def compare_cells(base_cells: list[dict], head_cells: list[dict], *, mode: str =
             continue
         cell_mode = (op_modes or {}).get(row["op"], mode)
         paired = cell_mode != "stored-runs"
-        # only base and head interleaved in one worker share the A/A spread "ab"; alternating
-        # workers (no calibration measures that mode) and stored runs are judged with one run's
-        # spread per side, i.e. sqrt(2) sigma of "ours" / "ratio"
+        # only base and head interleaved in one worker share the A/A spread "ab"; stored runs are
+        # judged with one run's spread per side, i.e. sqrt(2) sigma of "ours" / "ratio". Alternating
+        # workers measure each side's replicates in one worker process: a calibration holds the
+        # spread of runs over several processes, smaller than one process's, so nothing calibrates
+        # this mode and the stated default judges it (sqrt(2) of it, one per side)
         interleaved = cell_mode == "interleaved"
-        cal = sigma_for(row, h.get("timing_hash")) if sigma_for else None
+        cal = sigma_for(row, h.get("timing_hash")) if sigma_for and cell_mode != "alternating-workers" else None
         bo, ho = b["ours"]["replicates_ns"], h["ours"]["replicates_ns"]
         bt, ht = b["ort"]["replicates_ns"], h["ort"]["replicates_ns"]
         for metric, base_v, head_v, skey in (

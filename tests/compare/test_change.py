@@ -187,3 +187,18 @@ def test_calibration_info_says_where_sigma_came_from():
     assert info["source"] == "mixed" and info["cells_calibrated"] == 1 and info["cells_default"] == 1
     assert info["age_s"] == 3600.0 and info["calibration_id"] == 3
     assert change.calibration_info(None, rows[:0], None)["source"] == "default"
+
+
+def test_alternating_workers_are_judged_by_the_stated_default_not_a_calibration():
+    # a calibration holds the spread of runs over several worker processes; alternating workers
+    # measure each side in one process, so a tiny calibrated sigma must not judge them
+    base = cell()
+    tiny = lambda row, th: {"ab": 0.001, "ours": 0.001, "ort": 0.001, "ratio": 0.001}  # noqa: E731
+    alt = one(base, scaled(base, 1.10), mode="interleaved", op_modes={"Softmax": "alternating-workers"},
+              sigma_for=tiny)
+    assert alt["abs"]["sigma_source"] == "default"
+    assert alt["abs"]["sigma_b"] == pytest.approx(2 ** 0.5 * change.DEFAULT_SIGMA["ours"])
+    assert alt["ratio"]["sigma_b"] == pytest.approx(2 ** 0.5 * change.DEFAULT_SIGMA["ratio"])
+    assert alt["abs"]["verdict"] == "unchanged"  # +10% is within one process's default spread
+    same = one(base, scaled(base, 1.10), mode="interleaved", sigma_for=tiny)
+    assert same["abs"]["sigma_source"] == "calibrated" and same["abs"]["verdict"] == "regression"
