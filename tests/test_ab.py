@@ -241,6 +241,9 @@ def test_ab_catches_broken_numerics_and_measures_a_changed_interface_apart(scrat
     assert rot["numerics"]["base_status"] == "ok" and rot["numerics"]["head_status"] == "mismatch"
     # Softmax in alternating workers: two turns of two replicates per side, paired
     assert by_op[("Softmax", 64)]["verdict"] != "numerics-broke" and by_op[("Softmax", 64)]["abs"]["n"] == 4
+    # each side's replicates in one worker process: no calibration judges this mode, the default does
+    assert by_op[("Softmax", 64)]["abs"]["sigma_source"] == "default"
+    assert by_op[("Softmax", 64)]["abs"]["sigma_b"] == pytest.approx(2 ** 0.5 * 0.12)
     # its numerics-only cell is checked on both sides (not "only in base")
     odd = by_op[("Softmax", 33)]
     assert odd["numerics"]["base_status"] == odd["numerics"]["head_status"] == "ok", odd
