@@ -160,8 +160,9 @@ def estimate_cell_s(op, cell, settings: dict, peaks: list, facts, history: dict)
     if cell.cache == "cold":
         return 0.3 + reps * settings["rounds"] * 2 * 8 * (0.004 + op_s)
     # warm-ups: ours' sub-loop and ORT's K/1 pair (protocol 4: K + 1 >= 3 runs). With 4 op_s
-    # the first full attention run on a fresh Zen 4 host (2026-12-04) took 14m28s against an
-    # estimated 11m28s (warm timed cells 1.36x the model; with 7 op_s, 1.19x)
+    # the first full attention run on a fresh Zen 4 host (2026-12-04) took 14m28s by its own
+    # "done in" (14m34s from start to exit) against an estimated 11m28s (warm timed cells 1.36x
+    # the model; with 7 op_s, 1.19x)
     per_round = 2 * block + 7 * op_s + max(block, 3 * op_s)
     return 0.25 + reps * (0.04 + 3 * op_s + settings["rounds"] * per_round)
 
