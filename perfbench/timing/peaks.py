@@ -151,12 +151,25 @@ def _label(r: dict) -> str:
     return f"{r['kind']}{ws} threads={r['threads']} {r['value']:.1f} {r['unit']}"
 
 
+def page_aligned_ones(n: int) -> np.ndarray:
+    """n float32 ones starting at a page boundary, as every cell's buffers do (protocol's
+    _page_aligned). numpy places a large array 16 bytes past one, so every 64-byte load of the
+    AVX-512 read crossed two cache lines: 16 KiB at 1 thread read 135 GB/s against 213 aligned
+    (Zen 4, 2026-12-05, 3 interleaved rounds each), and 87 GB/s in some fresh sets, below the
+    L2's 111, which refused the set and left full runs without shares."""
+    raw = np.empty(n * 4 + 4096, np.uint8)
+    off = (-raw.ctypes.data) % 4096
+    buf = raw[off:off + n * 4].view(np.float32)
+    buf[:] = 1.0
+    return buf
+
+
 def probes(lib, thread_counts: list[int], l1: int | None, l2: int | None, l3: int | None,
            dram_bytes: int | None = None) -> tuple[list[Probe], np.ndarray]:
     """Every probe of a peak set, and the one buffer the read probes share (prefix views)."""
     l3 = l3 or 16 * 1024**2
     dram = dram_bytes or min(max(DRAM_BYTES, 4 * l3), DRAM_CAP)
-    buf = np.ones(dram // 4, dtype=np.float32)
+    buf = page_aligned_ones(dram // 4)
     out = []
     for t in thread_counts:
         for kind in ("fma_f32", "bf16_dot"):

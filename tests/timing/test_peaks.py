@@ -282,3 +282,12 @@ def test_a_run_remeasures_a_peak_set_from_before_repeated_probes(lib, tmp_path, 
     assert rows and all(r["samples"] for r in rows) and 43.8 not in [r["value"] for r in rows]
     assert runner.ensure_peaks(store, hid, bid, lib, facts, QuietUI()) == rows  # now current: kept
     store.dispose()
+
+
+def test_the_read_probes_read_a_page_aligned_buffer_as_cells_do(lib):
+    # numpy puts a large array 16 bytes past a page: every 64-byte load then spans two cache
+    # lines and the L1 probe read ~0.6x what an aligned cell reads (an L1 share over 100%)
+    probes, buf = peaks.probes(lib, [1], SMALL["l1"], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"])
+    assert buf.ctypes.data % 4096 == 0 and buf.dtype.name == "float32" and buf.size == SMALL["dram_bytes"] // 4
+    assert float(buf.min()) == float(buf.max()) == 1.0
+    assert peaks.page_aligned_ones(5).ctypes.data % 4096 == 0
