@@ -260,10 +260,11 @@ def ab(opts: ABOptions, ui=None) -> dict:
                                        on_phase=ui.phase, only=only)
                 derived = {}
                 for label, out in outs.items():
-                    # a calibrated sigma_b holds the spread of runs over processes_of(settings)
-                    # worker processes; a cell measured in fewer (alternating workers, a build
-                    # measured alone) has more between-run spread than that: the default judges it
-                    fits = len(set(out.process)) == processes_of(settings)
+                    # a calibrated sigma_b holds the spread of interleaved runs over
+                    # processes_of(settings) worker processes; a cell measured otherwise
+                    # (alternating turns, as change.py judges them too; a build measured alone in
+                    # fewer processes) is not what it measured: the default judges it
+                    fits = interleaved and len(set(out.process)) == processes_of(settings)
                     derived[label] = derive(op, cell, out, peaks, facts, lookup if fits else None)
                     record_cell(store, run_ids[label], cell, out, derived[label], op, settings["seed"])
                 shown = "head" if "head" in outs else "base"

@@ -20,8 +20,8 @@ hypothesis a family of its own:
 A row's verdict is the more severe of its two; both are kept. Modes: "interleaved" (`ab`: base,
 head and ORT in one rotation, replicates paired, sigma_b of an A/A `ab`), "alternating-workers"
 (`ab` on ops whose native interface changed: each side in its own worker, replicates paired by
-turn, each side's replicates in one worker process: judged with 2 sigma_b^2 of the stated
-default, as no calibration measures this mode) and "stored-runs"
+turn, each side's replicates in a worker of its own checkout: judged with 2 sigma_b^2 of the
+stated default, as no calibration measures this mode) and "stored-runs"
 (`compare`: two independent runs, each run's mean with a run verdict's grouped standard error
 -- its processes' spread pooled with sigma_b of one run -- the two added).
 """
@@ -181,9 +181,10 @@ def compare_cells(base_cells: list[dict], head_cells: list[dict], *, mode: str =
         paired = cell_mode != "stored-runs"
         # only base and head interleaved in one worker share the A/A spread "ab"; stored runs are
         # judged with one run's spread per side, i.e. sqrt(2) sigma of "ours" / "ratio". Alternating
-        # workers measure each side's replicates in one worker process: a calibration holds the
-        # spread of runs over several processes, smaller than one process's, so nothing calibrates
-        # this mode and the stated default judges it (sqrt(2) of it, one per side)
+        # workers measure each side's replicates in turns in a worker of its own checkout: a
+        # calibration holds the spread of interleaved runs (over --processes workers, usually
+        # several), so nothing calibrates this mode and the stated default judges it (sqrt(2) of
+        # it, one per side), as ab's stored run verdicts of such cells
         interleaved = cell_mode == "interleaved"
         cal = sigma_for(row, h.get("timing_hash")) if sigma_for and cell_mode != "alternating-workers" else None
         bo, ho = b["ours"]["replicates_ns"], h["ours"]["replicates_ns"]

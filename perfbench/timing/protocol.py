@@ -449,8 +449,9 @@ class Harness:
         """Whether ORT's block in the cell's `rnd`-th round runs its K-copy graph first (K, 1) or
         its 1-copy graph first (1, K). Protocol 5: the order flips every second round of the cell's
         clock, so it is crossed with ORT's position in the Williams rotation (which flips every
-        round with one build): each (position, order) pair is equally frequent over 4 rounds (one
-        build) or 12 (`ab`'s three sides; the default 8 x 3 = 24 rounds hold whole cycles of both).
+        round with one build): each (position, order) pair is equally frequent over whole windows
+        of 4 rounds (one build) or 12 (`ab`'s three sides; the default 8 x 3 = 24 rounds hold
+        whole windows of both; docs/protocol.md says what partial ones give).
         Protocol 4 flipped on the round's parity, the same as ORT's position with one build: ORT
         first was always (1, K), so an order effect and a position effect were one; protocol 3
         (and 4 before review) flipped on the replicate's own round, so (K, 1) held rounds 0 and 2
