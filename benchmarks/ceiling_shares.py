@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Shares of peak of stored runs, recounted under other peak sets (issue 17, finding 5).
+
+A run's JSON (`perfbench run --format json`) keeps each side's throughput and the op's traffic
+and bound; a share is throughput / ceiling, the ceiling picked as the runner picks it (the read
+bandwidth at the side's working set and thread count, `verdicts.read_ceiling`; the f32 FMA peak
+for compute-bound cells). Dividing the same measurements by each peak set's ceilings compares
+the sets side by side, with no second run in between. Prints, per run and peak set, how many
+measurements (ours or ORT's) exceed 100% and the largest ones.
+
+    .venv/bin/python benchmarks/ceiling_shares.py RUN.json [RUN.json ...] --peaks NAME=DB [--peaks NAME=DB ...]
+
+DB: a results database whose newest `perfbench peaks` set is taken (the first host in it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from sqlalchemy import select
+
+from perfbench.compare import verdicts
+from perfbench.store import models as m
+from perfbench.store import repo
+from perfbench.store.db import Store
+
+
+def peak_set(url: str) -> list[dict]:
+    with Store(url).session() as s:
+        host = s.scalar(select(m.Host).order_by(m.Host.id).limit(1))
+        if host is None:
+            raise SystemExit(f"{url}: no host (and so no peaks) stored")
+        return repo.latest_peaks(s, host)
+
+
+def shares(doc: dict, peaks: list[dict]) -> list[tuple[float, str]]:
+    """(share, label) of every timed side of every cell of a run document under `peaks`."""
+    out = []
+    for c in doc["cells"]:
+        w = c.get("work") or {}
+        for side in ("ours", "ort"):
+            s = c.get(side) or {}
+            tp, med = s.get("throughput"), s.get("median_ns")
+            if not tp or not med:
+                continue
+            if w.get("bound") == "compute":
+                pk = verdicts.pick_peak(peaks, "fma_f32", c["threads"])
+            else:  # the side's own bytes: throughput x time (ORT's differ where it ran another dtype)
+                pk = verdicts.read_ceiling(peaks, c["threads"], tp * med, c["cache"] == "cold")
+            if pk:
+                label = f"{c['case_id']} {c['dtype']} t={c['threads']} {c['cache']} {side}"
+                out.append((tp / pk["value"], label))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="run documents (perfbench run --format json)")
+    ap.add_argument("--peaks", action="append", required=True, metavar="NAME=DB",
+                    help="a peak set to divide by: a name and the database holding it")
+    ap.add_argument("--show", type=int, default=5, help="largest shares listed per run and set")
+    a = ap.parse_args()
+    sets = {}
+    for spec in a.peaks:
+        name, _, url = spec.partition("=")
+        sets[name] = peak_set(url)
+    out = []
+    for path in a.runs:
+        with open(path) as f:
+            doc = json.load(f)
+        for name, pk in sets.items():
+            sh = sorted(shares(doc, pk), reverse=True)
+            over = [x for x in sh if verdicts.over_ceiling(x[0])]
+            out.append({"run": path, "peaks": name, "measurements": len(sh), "over_100": len(over),
+                        "largest": [{"share": round(x, 3), "side": lbl} for x, lbl in sh[:a.show]]})
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
