@@ -28,6 +28,7 @@ import numpy as np
 from perfbench.compare import verdicts
 from perfbench.errors import PerfbenchError
 from perfbench.kernels_ffi import wrappers
+from perfbench.timing.protocol import page_aligned_empty
 
 TARGET_NS = 10e6
 REPEATS = 3
@@ -153,13 +154,11 @@ def _label(r: dict) -> str:
 
 def page_aligned_ones(n: int) -> np.ndarray:
     """n float32 ones starting at a page boundary, as every cell's buffers do (protocol's
-    _page_aligned). numpy places a large array 16 bytes past one, so every 64-byte load of the
+    page_aligned_empty). numpy places a large array 16 bytes past one, so every 64-byte load of the
     AVX-512 read crossed two cache lines: 16 KiB at 1 thread read 135 GB/s against 213 aligned
     (Zen 4, 2026-12-05, 3 interleaved rounds each), and 87 GB/s in some fresh sets, below the
     L2's 111, which refused the set and left full runs without shares."""
-    raw = np.empty(n * 4 + 4096, np.uint8)
-    off = (-raw.ctypes.data) % 4096
-    buf = raw[off:off + n * 4].view(np.float32)
+    buf = page_aligned_empty(n, np.float32)
     buf[:] = 1.0
     return buf
 

@@ -678,11 +678,18 @@ def _fresh_copy(a: np.ndarray, copy=np.copy) -> np.ndarray:
     return a if not a.flags.writeable else copy(a)
 
 
+def page_aligned_empty(shape, dtype) -> np.ndarray:
+    """An uninitialised array whose data starts at a page boundary (4096 bytes)."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    buf = np.empty(nbytes + 4096, np.uint8)
+    off = (-buf.ctypes.data) % 4096
+    return buf[off:off + nbytes].view(dtype).reshape(shape)
+
+
 def _page_aligned(a: np.ndarray) -> np.ndarray:
     """A copy of `a` whose data starts at a page boundary (4096 bytes)."""
-    buf = np.empty(a.nbytes + 4096, np.uint8)
-    off = (-buf.ctypes.data) % 4096
-    out = buf[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
+    out = page_aligned_empty(a.shape, a.dtype)
     out[...] = a
     return out
 
