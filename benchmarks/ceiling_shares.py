@@ -44,10 +44,8 @@ def shares(doc: dict, peaks: list[dict]) -> list[tuple[float, str]]:
             tp, med = s.get("throughput"), s.get("median_ns")
             if not tp or not med:
                 continue
-            if w.get("bound") == "compute":
-                pk = verdicts.pick_peak(peaks, "fma_f32", c["threads"])
-            else:  # the side's own bytes: throughput x time (ORT's differ where it ran another dtype)
-                pk = verdicts.read_ceiling(peaks, c["threads"], tp * med, c["cache"] == "cold")
+            # the side's own bytes: throughput x time (ORT's differ where it ran another dtype)
+            pk = verdicts.ceiling_for(peaks, w.get("bound"), c["threads"], tp * med, c["cache"] == "cold")
             if pk:
                 label = f"{c['case_id']} {c['dtype']} t={c['threads']} {c['cache']} {side}"
                 out.append((tp / pk["value"], label))

@@ -205,12 +205,11 @@ def derive(op, cell, outcome, peaks: list, facts, lookup=None) -> dict:
     if bound == "compute":
         # our kernels compute in f32 whatever the storage type (f16/bf16 converted in registers),
         # so the f32 FMA peak is the ceiling they can reach; the bf16-dot peak is not
-        pk = verdicts.pick_peak(peaks, "fma_f32", cell.threads)
         work, unit = flops, "GFLOP/s"
     else:
         # the read bandwidth at the working set this side's warm loop keeps resident
-        pk = verdicts.read_ceiling(peaks, cell.threads, nbytes, cold)
         work, unit = nbytes, "GB/s"
+    pk = verdicts.ceiling_for(peaks, bound, cell.threads, nbytes, cold)
     sides = {}
     ort_dt = dtypes.get(outcome.ort_dtype) if outcome.ort_dtype else dt
     for impl, ns, status in (("ours", outcome.ours_ns, outcome.ours_status),

@@ -144,6 +144,15 @@ def read_ceiling(peaks: list, threads: int, working_set: float, cold: bool = Fal
     return _at(cand, working_set, cold)
 
 
+def ceiling_for(peaks: list, bound: str, threads: int, nbytes: float, cold: bool = False) -> dict | None:
+    """The peak row a side's throughput is divided by: the f32 FMA peak for compute-bound cells
+    (our kernels compute in f32 from any storage type), else the read bandwidth at the side's
+    own working set (read_ceiling)."""
+    if bound == "compute":
+        return pick_peak(peaks, "fma_f32", threads)
+    return read_ceiling(peaks, threads, nbytes, cold)
+
+
 # a share of peak above 1 says the ceiling is wrong for that cell (a probe or the working-set
 # model), never that the cell did something impossible: a mark in tables and the dashboard,
 # never a status
