@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Shares of peak of stored runs, recounted under other peak sets (issue 17, finding 5).
 
-A run's JSON (`perfbench run --format json`) keeps each side's throughput and the op's traffic
-and bound; a share is throughput / ceiling, the ceiling picked as the runner picks it (the read
-bandwidth at the side's working set and thread count, `verdicts.read_ceiling`; the f32 FMA peak
-for compute-bound cells). Dividing the same measurements by each peak set's ceilings compares
-the sets side by side, with no second run in between. Prints, per run and peak set, how many
+A run's JSON (`perfbench run --format json`) keeps each side's throughput, the op's traffic and
+bound, and the op and parameters (whose outputs give the share of written bytes); a share is
+throughput / ceiling, the ceiling picked as the runner picks it (`verdicts.ceiling_for`: the
+bandwidth at the side's working set, thread count and write share; the f32 FMA peak for
+compute-bound cells). Dividing the same measurements by each peak set's ceilings compares the
+sets side by side, with no second run in between. Prints, per run and peak set, how many
 measurements (ours or ORT's) exceed 100% and the largest ones.
 
     .venv/bin/python benchmarks/ceiling_shares.py RUN.json [RUN.json ...] --peaks NAME=DB [--peaks NAME=DB ...]
@@ -20,7 +21,10 @@ import json
 
 from sqlalchemy import select
 
+from perfbench import dtypes
 from perfbench.compare import verdicts
+from perfbench.ops import base as ops_base
+from perfbench.runner import write_share
 from perfbench.store import models as m
 from perfbench.store import repo
 from perfbench.store.db import Store
@@ -39,13 +43,16 @@ def shares(doc: dict, peaks: list[dict]) -> list[tuple[float, str]]:
     out = []
     for c in doc["cells"]:
         w = c.get("work") or {}
+        op = ops_base.get(c["op"])
+        case = op.make_case(c["params"])
         for side in ("ours", "ort"):
             s = c.get(side) or {}
             tp, med = s.get("throughput"), s.get("median_ns")
             if not tp or not med:
                 continue
             # the side's own bytes: throughput x time (ORT's differ where it ran another dtype)
-            pk = verdicts.ceiling_for(peaks, w.get("bound"), c["threads"], tp * med, c["cache"] == "cold")
+            ws = write_share(op, case, dtypes.get(s.get("dtype") or c["dtype"]))
+            pk = verdicts.ceiling_for(peaks, w.get("bound"), c["threads"], tp * med, c["cache"] == "cold", ws)
             if pk:
                 label = f"{c['case_id']} {c['dtype']} t={c['threads']} {c['cache']} {side}"
                 out.append((tp / pk["value"], label))

@@ -110,11 +110,12 @@ def ensure_peaks(store: Store, host_id: int, build_id: int, lib, facts, ui, forc
     with store.session() as s:
         host = s.get(m.Host, host_id)
         rows = repo.latest_peaks(s, host)
-    # a set from before repeated probes on the ladder (no samples) is measured again
-    if rows and not force and any(r.get("samples") for r in rows if r["kind"] == "read"):
+    # a set from before repeated read and copy probes on the ladder (no samples, no copy rows) is
+    # measured again
+    if rows and not force and any(r.get("samples") for r in rows if r["kind"] == "copy"):
         return rows
     if rows and not force:
-        ui.info("this host's stored peaks predate repeated probes on a ladder: re-measuring")
+        ui.info("this host's stored peaks predate repeated read and copy probes on a ladder: re-measuring")
     ui.info("measuring this host's peaks (once per host; `perfbench peaks` re-measures) ...")
     threads = sorted({1, facts.cores})
     try:
@@ -187,6 +188,13 @@ def run_sigma(lookup, op, cell, outcome) -> tuple[float, float]:
     return sigma, dof
 
 
+def write_share(op, case, dt) -> float:
+    """The share of a cell's bytes that its op writes (outputs / bytes moved): where its bandwidth
+    ceiling sits between the read and the copy probes (verdicts.bandwidth_ceiling)."""
+    moved = op.bytes_moved(case, dt)
+    return op.bytes_written(case, dt) / moved if moved > 0 else 0.0
+
+
 def derive(op, cell, outcome, peaks: list, facts, lookup=None) -> dict:
     """Verdict, throughput and share of this host's peak for one measured cell. lookup: the
     calibration lookup of the run (store.calibration.sigma_lookup), for the verdict's sigma_b."""
@@ -207,9 +215,9 @@ def derive(op, cell, outcome, peaks: list, facts, lookup=None) -> dict:
         # so the f32 FMA peak is the ceiling they can reach; the bf16-dot peak is not
         work, unit = flops, "GFLOP/s"
     else:
-        # the read bandwidth at the working set this side's warm loop keeps resident
+        # the bandwidth at the working set this side's warm loop keeps resident, for its share of writes
         work, unit = nbytes, "GB/s"
-    pk = verdicts.ceiling_for(peaks, bound, cell.threads, nbytes, cold)
+    pk = verdicts.ceiling_for(peaks, bound, cell.threads, nbytes, cold, write_share(op, cell.case, dt))
     sides = {}
     ort_dt = dtypes.get(outcome.ort_dtype) if outcome.ort_dtype else dt
     for impl, ns, status in (("ours", outcome.ours_ns, outcome.ours_status),
@@ -218,7 +226,8 @@ def derive(op, cell, outcome, peaks: list, facts, lookup=None) -> dict:
         side_work, side_pk = work, pk
         if impl == "ort" and bound == "memory" and ort_dt is not dt:  # e.g. bf16 run by ORT in f32
             side_work = op.bytes_moved(cell.case, ort_dt)
-            side_pk = verdicts.read_ceiling(peaks, cell.threads, side_work, cold)
+            side_pk = verdicts.ceiling_for(peaks, bound, cell.threads, side_work, cold,
+                                           write_share(op, cell.case, ort_dt))
         tp = side_work / med if med and med > 0 and status in ("ok", "ort-discrepancy") else None
         sides[impl] = {"median_ns": med, "throughput": tp,
                        "share": (tp / side_pk["value"]) if tp and side_pk else None}

@@ -456,8 +456,10 @@ def import_cmd(file, db):
                                             "and measure nothing.")
 def peaks(db, show):
     """Measure and store this host's ceilings: f32 FMA and bf16 dot peaks, read bandwidth on a
-    ladder of working sets (16 KiB doubling to twice the L3, then DRAM), ORT's
-    per-node dispatch. `run` does this once per host.
+    ladder of working sets (16 KiB doubling to twice the L3, then DRAM), copy bandwidth (bytes
+    read + written) on the same ladder from 128 KiB a thread, ORT's per-node dispatch. `run`
+    does this once per host. A cell's side is divided by the read figure at its working set,
+    or, for the share of its bytes it writes, by a mix of the read and copy figures.
 
     Each probe is measured 3 times, interleaved with the others; the median is stored with
     every sample. A set that breaks physical order (more threads slower, a deeper cache level

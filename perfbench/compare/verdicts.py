@@ -126,31 +126,66 @@ def _at(cand: list, working_set: float, cold: bool) -> dict:
     return max(same, key=lambda p: p["value"])
 
 
-def read_ceiling(peaks: list, threads: int, working_set: float, cold: bool = False) -> dict | None:
-    """The bandwidth a loop over `working_set` bytes at `threads` threads can reach: the stored
-    read probes (`perfbench peaks`) of that thread count (else the largest measured), read at the
-    largest probed working set not above the cell's, or its level's envelope (_at). A cold cell's data comes from DRAM
-    whatever its size: the largest working set probed. Returns the peak row (None: no read
-    probes stored). Not a copy probe: with streaming stores past LLC/3 a copy speeds up with the
-    working set (10.8 GB/s at 128 MiB, 23.6 at 256 MiB, 1 thread, Xeon), so it bounds nothing from
-    below, and taking it would give read-mostly and cold cells the streaming figure; it changed
-    no count of shares over 100% in the five suites (23 either way)."""
-    cand = [p for p in peaks if p["kind"] == "read" and p.get("working_set_bytes")]
+def _ladder(peaks: list, kind: str, threads: int) -> list:
+    """The stored probes of one kind on the working-set ladder at `threads` (else at the largest
+    thread count measured), sorted by working set."""
+    cand = [p for p in peaks if p["kind"] == kind and p.get("working_set_bytes")]
     if not cand:
-        return None
+        return []
     exact = [p for p in cand if p["threads"] == threads]
-    cand = sorted(exact or [p for p in cand if p["threads"] == max(q["threads"] for q in cand)],
+    return sorted(exact or [p for p in cand if p["threads"] == max(q["threads"] for q in cand)],
                   key=lambda p: p["working_set_bytes"])
-    return _at(cand, working_set, cold)
 
 
-def ceiling_for(peaks: list, bound: str, threads: int, nbytes: float, cold: bool = False) -> dict | None:
+def read_ceiling(peaks: list, threads: int, working_set: float, cold: bool = False) -> dict | None:
+    """The bandwidth a read loop over `working_set` bytes at `threads` threads can reach: the stored
+    read probes (`perfbench peaks`) of that thread count (else the largest measured), read at the
+    largest probed working set not above the cell's, or its level's envelope (_at). A cold cell's
+    data comes from DRAM whatever its size: the largest working set probed. Returns the peak row
+    (None: no read probes stored)."""
+    cand = _ladder(peaks, "read", threads)
+    return _at(cand, working_set, cold) if cand else None
+
+
+def bandwidth_ceiling(peaks: list, threads: int, working_set: float, cold: bool = False,
+                      write_share: float = 0.0) -> dict | None:
+    """The bandwidth a loop over `working_set` bytes that writes `write_share` of them can reach.
+    A read-only loop (share 0) reaches the read probe (read_ceiling); a copy (share 1/2: every
+    byte read is written once) the copy probe at the same point (_at, the same rule); a share w
+    in between moves 1 - 2w of its bytes as reads and 2w as a copy does, so its time per byte
+    is the harmonic mix (1 - 2w)/read + 2w/copy. Shares above 1/2 count as 1/2. The ceiling is
+    the larger of that mix and the read probe: a copy with the library's streaming stores (past
+    LLC/3) reads and writes L3-sized sets slower than a read loop (16 MiB at 1 thread: 54.5 against
+    79.8 GB/s, Zen 4) while a kernel storing normally keeps them in L3, so the copy figure bounds
+    nothing there. From DRAM the copy is faster: 39.4 against 29.3 GB/s at 1 thread, 52.3 against
+    33.7 at 2 (Zen 4, 2026-12-05); read probes alone left RotaryEmbedding seq 4096 x 32 x 128 f32
+    (about half its bytes written) at 101-112% and ORT's cold MultiHeadAttention decode (present
+    K/V written) at 109% of the read figure. No copy probe at or below the working set (they
+    start at COPY_MIN_PER_THREAD per thread): the read probe alone. Returns a peak-like row; a
+    mixed one has kind "read+copy" and the two figures it mixes."""
+    read = read_ceiling(peaks, threads, working_set, cold)
+    w = min(max(float(write_share or 0.0), 0.0), 0.5)
+    if read is None or w <= 0.0:
+        return read
+    cand = _ladder(peaks, "copy", threads)
+    if not cand or (not cold and cand[0]["working_set_bytes"] > working_set):
+        return read
+    copy = _at(cand, working_set, cold)
+    if copy["value"] <= read["value"]:
+        return read
+    value = 1.0 / ((1.0 - 2.0 * w) / read["value"] + 2.0 * w / copy["value"])
+    return {**copy, "kind": "read+copy", "value": value, "write_share": w,
+            "read": read["value"], "copy": copy["value"]}
+
+
+def ceiling_for(peaks: list, bound: str, threads: int, nbytes: float, cold: bool = False,
+                write_share: float = 0.0) -> dict | None:
     """The peak row a side's throughput is divided by: the f32 FMA peak for compute-bound cells
-    (our kernels compute in f32 from any storage type), else the read bandwidth at the side's
-    own working set (read_ceiling)."""
+    (our kernels compute in f32 from any storage type), else the bandwidth at the side's own
+    working set for its share of written bytes (bandwidth_ceiling)."""
     if bound == "compute":
         return pick_peak(peaks, "fma_f32", threads)
-    return read_ceiling(peaks, threads, nbytes, cold)
+    return bandwidth_ceiling(peaks, threads, nbytes, cold, write_share)
 
 
 # a share of peak above 1 says the ceiling is wrong for that cell (a probe or the working-set

@@ -270,26 +270,35 @@ class Op:
         with `outputs`, each output (an output aliased to an input is that input's buffer,
         counted once; Gather's shared table counts in full), as an exact Python integer.
         make_case refuses a case whose inputs are above MAX_CASE_BYTES."""
-        graph = self.graph(case)
-        sizes = self.dim_sizes(case)
         narrowest = min(d.itemsize for d in dtypes.ALL)
+        graph = self.graph(case)
+        total = sum(self._tensor_bytes(case, i[2], i[1], narrowest) for i in graph.inputs if i[0])
+        return total + self._output_bytes(case, narrowest) if outputs else total
 
-        def nbytes(shape, typ) -> int:
-            dims = []
-            for d in shape:
-                if isinstance(d, str):
-                    if d not in sizes:
-                        raise RuntimeError(f"op {self.name}: graph dimension {d!r} has no size in dim_sizes()")
-                    d = sizes[d]
-                dims.append(int(d))
-            return math.prod(dims) * (narrowest if typ == "float" else ELEM_TYPES[typ].itemsize)
+    def bytes_written(self, case: Case, dtype: dtypes.DType) -> float:
+        """Bytes the op writes per call in `dtype`: its outputs (an output aliased to an input
+        counts nothing: what such an op writes into the input, e.g. a KV cache's new rows, is
+        small against the cache). Divided by bytes_moved, the write share that places a side's
+        bandwidth ceiling between the read and the copy probes (verdicts.bandwidth_ceiling)."""
+        return float(self._output_bytes(case, dtype.itemsize))
 
+    def _output_bytes(self, case: Case, float_size: int) -> int:
         aliased = set(self.aliases(case))
-        total = sum(nbytes(i[2], i[1]) for i in graph.inputs if i[0])
-        if not outputs:
-            return total
-        return total + sum(nbytes(o[1], o[2] if len(o) > 2 else "float") for o in graph.outputs
-                           if o[0] and o[0] not in aliased)
+        return sum(self._tensor_bytes(case, o[1], o[2] if len(o) > 2 else "float", float_size)
+                   for o in self.graph(case).outputs if o[0] and o[0] not in aliased)
+
+    def _tensor_bytes(self, case: Case, shape, typ: str, float_size: int) -> int:
+        """Bytes of one tensor of graph(case): symbolic dimensions from dim_sizes(), floats at
+        float_size bytes, other element types at their own."""
+        sizes = self.dim_sizes(case)
+        dims = []
+        for d in shape:
+            if isinstance(d, str):
+                if d not in sizes:
+                    raise RuntimeError(f"op {self.name}: graph dimension {d!r} has no size in dim_sizes()")
+                d = sizes[d]
+            dims.append(int(d))
+        return math.prod(dims) * (float_size if typ == "float" else ELEM_TYPES[typ].itemsize)
 
     # ---- definition hashes (CONTRACTS §1) ----
     def timing_definition(self, case: Case, dtype: str, ort_dtype: str) -> str:

@@ -3,7 +3,10 @@
 - f32 FMA and bf16 dot-product peaks (GFLOP/s), at 1 thread and at every core;
 - read bandwidth (GB/s) on a ladder of working sets, 16 KiB doubling to twice the
   L3, then DRAM, so a cell's ceiling is read at its own working-set size and thread count
-  (verdicts.read_ceiling) instead of a level guessed from the cache sizes.
+  (verdicts.read_ceiling) instead of a level guessed from the cache sizes;
+- copy bandwidth (bytes read + written, the library's copy and store policy) on the same ladder
+  from COPY_MIN_PER_THREAD per thread: a side that writes part of its bytes is divided by a mix
+  of the two (verdicts.bandwidth_ceiling).
 
 Robust estimate: each probe is measured SAMPLES times, interleaved with the other probes (a
 transient hits one sample of several probes, not every sample of one); a sample is the best of
@@ -46,6 +49,12 @@ DRAM_CAP = 2 * 1024**3  # a VM may report a huge L3 (one here: 480 MiB); 2 GiB m
 SPIN_US = 1000  # the pool spins between probe calls: a call is never charged a worker's wake-up
 LADDER_FROM = 16 * 1024
 READ_CALL_BYTES = 8 * 1024**2  # per thread per call: ~40 us even from L1
+# copy probes start where each thread's slice is at least this at the most threads probed:
+# below it the copy routine's per-call cost, not bandwidth, decided the figure (16 KiB over 2
+# threads copied at 105 GB/s against 137 at 1 thread on
+# an earlier host, 2026-12-03) and a cell that small is judged
+# against the read probe alone
+COPY_MIN_PER_THREAD = 128 * 1024
 PEAK_ITERS_PER_CALL = 200_000  # ~1-2 ms of arithmetic per call
 
 
@@ -97,7 +106,7 @@ def order_violations(rows: list[dict], tol: float = TOL) -> list[tuple[dict, dic
     out = []
     by_kind: dict = {}
     for r in rows:
-        if r["kind"] in ("fma_f32", "bf16_dot", "read"):
+        if r["kind"] in ("fma_f32", "bf16_dot", "read", "copy"):
             by_kind.setdefault(r["kind"], []).append(r)
     for kind, rs in by_kind.items():
         for a in rs:
@@ -105,6 +114,8 @@ def order_violations(rows: list[dict], tol: float = TOL) -> list[tuple[dict, dic
                 if a["working_set_bytes"] == b["working_set_bytes"] and b["threads"] > a["threads"] \
                         and b["value"] < a["value"] * (1 - tol):
                     out.append((a, b, f"{b['threads']} threads slower than {a['threads']}"))
+        # not copy: its store policy turns to streaming stores past LLC/3, which reads and writes
+        # an L3-sized set slower than a larger one from DRAM may go
         if kind == "read":
             for t in {r["threads"] for r in rs}:
                 seq = _level_bests(r for r in rs if r["threads"] == t)
@@ -170,6 +181,7 @@ def probes(lib, thread_counts: list[int], l1: int | None, l2: int | None, l3: in
     dram = dram_bytes or min(max(DRAM_BYTES, 4 * l3), DRAM_CAP)
     buf = page_aligned_ones(dram // 4)
     out = []
+    copy_from = COPY_MIN_PER_THREAD * max(thread_counts)
     for t in thread_counts:
         for kind in ("fma_f32", "bf16_dot"):
             call, flops, method = wrappers.peak(lib, "peak_" + kind, PEAK_ITERS_PER_CALL, t)
@@ -181,6 +193,10 @@ def probes(lib, thread_counts: list[int], l1: int | None, l2: int | None, l3: in
             level = "DRAM" if ws == dram else verdicts.cache_level(ws, t, l2, l3, l1)
             out.append(Probe("read", t, level, ws, "GB/s", "streaming read, 8 accumulators",
                              (lambda w=ws, p=passes, t=t: (wrappers.read_bandwidth(lib, buf[:w // 4], t, p), w * p))))
+            if ws >= copy_from:  # the same working set, its first half copied onto its second
+                out.append(Probe("copy", t, level, ws, "GB/s", "copy, bytes read + written",
+                                 (lambda w=ws, p=passes, t=t: (wrappers.read_bandwidth(lib, buf[:w // 4], t, p, copy=True),
+                                                               w * p))))
     return out, buf
 
 

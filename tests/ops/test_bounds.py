@@ -47,6 +47,20 @@ def test_the_bytes_cap_counts_every_input_and_output_exactly():
     assert gqa.case_bytes(c) == 2 * (q + 2 * kv + 2 * cache + q) + 4 * 2  # seqlens_k, total_sequence_length int32
 
 
+def test_bytes_written_are_the_outputs_in_the_cells_dtype_aliased_ones_not_counted():
+    from perfbench import dtypes
+
+    sm = ops.get("Softmax")
+    case = sm.make_case({"heads": 2, "queries": 3, "keys": 64})
+    assert sm.bytes_written(case, dtypes.F32) == 2 * 3 * 64 * 4
+    assert sm.bytes_written(case, dtypes.BF16) == 2 * 3 * 64 * 2
+    gqa = ops.get("GroupQueryAttention")
+    shared = gqa.make_case({"heads": 4, "kv_heads": 2, "head_size": 32, "past": 100, "kv": "shared"})
+    copied = gqa.make_case({"heads": 4, "kv_heads": 2, "head_size": 32, "past": 100, "kv": "copy"})
+    assert gqa.bytes_written(shared, dtypes.F32) == 4 * 32 * 4  # the output; present IS past
+    assert gqa.bytes_written(copied, dtypes.F32) == 4 * (4 * 32 + 2 * 2 * 101 * 32)  # and a new present K/V
+
+
 def test_the_shared_node_cap_is_the_case_cap():
     assert node.MAX_GENERATED_BYTES == base.MAX_CASE_BYTES == 4 * 2**30
 

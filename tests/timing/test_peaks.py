@@ -1,4 +1,4 @@
-"""perfbench.timing.peaks and verdicts.read_ceiling: robust probes, physical order, the refused
+"""perfbench.timing.peaks and verdicts.read_ceiling / bandwidth_ceiling: robust probes, physical order, the refused
 set, and the ceiling a cell is divided by (issue 17, finding 5). The probes run for real on the
 native library; `adjust` replaces what they measured with a known model (and a bad figure where
 a test injects one), so the order logic is tested without depending on this host's timings."""
@@ -19,10 +19,12 @@ SMALL = dict(l2=256 * 1024, l3=1 * MiB, dram_bytes=8 * MiB, target_ns=2e5, l1=32
 
 
 def model(p, v):
-    """A consistent host: FMA 100 GFLOP/s a thread; read 200 (L1), 100 (L2), 50 (L3), 10 GB/s (DRAM) a thread."""
-    if p.kind != "read":
+    """A consistent host: FMA 100 GFLOP/s a thread; read 200 (L1), 100 (L2), 50 (L3), 10 GB/s (DRAM)
+    a thread; copy 0.9x read from caches, 1.3x from DRAM (streaming stores)."""
+    if p.kind not in ("read", "copy"):
         return 100.0 * p.threads
-    return {"L1": 200.0, "L2": 100.0, "L3": 50.0, "DRAM": 10.0}[p.level] * p.threads
+    read = {"L1": 200.0, "L2": 100.0, "L3": 50.0, "DRAM": 10.0}[p.level] * p.threads
+    return read if p.kind == "read" else read * (1.3 if p.level == "DRAM" else 0.9)
 
 
 def small_peaks(monkeypatch, adjust) -> None:
@@ -131,7 +133,12 @@ def test_measure_stores_median_and_every_sample(lib):
     rows = peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
                          target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=model)
     kinds = {r["kind"] for r in rows}
-    assert kinds == {"fma_f32", "bf16_dot", "read"}
+    assert kinds == {"fma_f32", "bf16_dot", "read", "copy"}
+    # copy probes on the read ladder's points from COPY_MIN_PER_THREAD per thread at 2 threads
+    for t in (1, 2):
+        reads = {r["working_set_bytes"] for r in rows if r["kind"] == "read" and r["threads"] == t}
+        copies = {r["working_set_bytes"] for r in rows if r["kind"] == "copy" and r["threads"] == t}
+        assert copies == {ws for ws in reads if ws >= 2 * peaks.COPY_MIN_PER_THREAD} and 8 * MiB in copies
     assert all(len(r["samples"]) == peaks.SAMPLES and r["value"] == sorted(r["samples"])[1] for r in rows)
     reads = sorted((r for r in rows if r["kind"] == "read" and r["threads"] == 1), key=lambda r: r["working_set_bytes"])
     assert [r["level"] for r in reads][:2] == ["L1", "L2"] and reads[-1]["level"] == "DRAM"
@@ -291,3 +298,114 @@ def test_the_read_probes_read_a_page_aligned_buffer_as_cells_do(lib):
     assert buf.ctypes.data % 4096 == 0 and buf.dtype.name == "float32" and buf.size == SMALL["dram_bytes"] // 4
     assert float(buf.min()) == float(buf.max()) == 1.0
     assert peaks.page_aligned_ones(5).ctypes.data % 4096 == 0
+
+
+# ---- a side that writes: between the read and the copy probes ----
+
+def _rows(kind, pts, t=1):
+    return [{"kind": kind, "threads": t, "level": lvl, "working_set_bytes": ws, "value": v, "samples": [v],
+             "unit": "GB/s", "method": "m"} for lvl, ws, v in pts]
+
+
+# Zen 4 figures at 1 thread (2026-12-05): from DRAM a copy with streaming stores moves 39.4 GB/s
+# against 29.3 read; at 16 MiB (streaming past LLC/3) it moves 54.5 against 79.8
+ZEN4 = (_rows("read", [("L2", 256 * 1024, 117.0), ("L3", 16 * MiB, 79.8), ("DRAM", 256 * MiB, 29.3)])
+        + _rows("copy", [("L2", 256 * 1024, 113.0), ("L3", 16 * MiB, 54.5), ("DRAM", 256 * MiB, 39.4)]))
+
+
+def test_a_read_only_side_is_divided_by_the_read_probe_a_copy_like_one_by_the_copy_probe():
+    assert verdicts.bandwidth_ceiling(ZEN4, 1, 300 * MiB)["value"] == 29.3
+    assert verdicts.bandwidth_ceiling(ZEN4, 1, 300 * MiB, write_share=0.0)["value"] == 29.3
+    half = verdicts.bandwidth_ceiling(ZEN4, 1, 300 * MiB, write_share=0.5)
+    assert half["value"] == pytest.approx(39.4) and half["kind"] == "read+copy"
+    assert (half["read"], half["copy"], half["write_share"]) == (29.3, 39.4, 0.5)
+    assert verdicts.bandwidth_ceiling(ZEN4, 1, 300 * MiB, write_share=0.9)["value"] == pytest.approx(39.4)  # as 1/2
+    # a quarter written: half the bytes move as reads, half as a copy does (harmonic mix)
+    q = verdicts.bandwidth_ceiling(ZEN4, 1, 300 * MiB, write_share=0.25)["value"]
+    assert q == pytest.approx(1 / (0.5 / 29.3 + 0.5 / 39.4)) and 29.3 < q < 39.4
+
+
+def test_the_copy_probe_never_lowers_a_ceiling_below_the_read_probe():
+    # 20 MiB with half written: the streaming copy (54.5) is slower than reading (79.8); a kernel
+    # storing normally keeps the set in L3, so the read figure stays the ceiling
+    assert verdicts.bandwidth_ceiling(ZEN4, 1, 20 * MiB, write_share=0.5)["value"] == 79.8
+    # below the smallest copy probe: the read probe alone
+    small = _rows("read", [("L1", 16 * 1024, 200.0)]) + ZEN4
+    assert verdicts.bandwidth_ceiling(small, 1, 64 * 1024, write_share=0.5)["value"] == 200.0
+    # without copy probes (a set stored before them): the read probe
+    reads = [r for r in ZEN4 if r["kind"] == "read"]
+    assert verdicts.bandwidth_ceiling(reads, 1, 300 * MiB, write_share=0.5)["value"] == 29.3
+    assert verdicts.bandwidth_ceiling([], 1, MiB, write_share=0.5) is None
+
+
+def test_a_cold_side_that_writes_is_divided_by_the_dram_copy_mix():
+    assert verdicts.bandwidth_ceiling(ZEN4, 1, 256 * 1024, cold=True, write_share=0.5)["value"] == pytest.approx(39.4)
+    assert verdicts.bandwidth_ceiling(ZEN4, 1, 256 * 1024, cold=True)["value"] == 29.3
+
+
+def test_before_and_after_a_half_written_dram_side_over_the_read_probe():
+    """RotaryEmbedding seq 4096 x 32 x 128 f32 at 1 thread (about half its bytes written) moved
+    up to 112% of the 1-thread DRAM read figure; a half-written loop is bounded by the copy probe."""
+    tp = 1.12 * 29.3
+    before = tp / verdicts.read_ceiling(ZEN4, 1, 300 * MiB)["value"]
+    after = tp / verdicts.ceiling_for(ZEN4, "memory", 1, 300 * MiB, write_share=0.49)["value"]
+    assert verdicts.over_ceiling(before) and not verdicts.over_ceiling(after)
+    assert after == pytest.approx(tp / (1 / (0.02 / 29.3 + 0.98 / 39.4)))
+
+
+def test_an_injected_bad_copy_probe_at_two_threads_is_remeasured_then_refused(lib):
+    calls = {"n": 0}
+
+    def flaky(p, v):
+        if p.kind == "copy" and p.threads == 2 and p.ws == SMALL["dram_bytes"]:
+            calls["n"] += 1
+            if calls["n"] <= peaks.SAMPLES:  # the first round: slower than 1 thread
+                return 1.0
+        return model(p, v)
+
+    logs = []
+    rows = peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
+                         target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=flaky, log=logs.append)
+    assert any("re-measuring" in m and "copy" in m for m in logs)
+    assert [r["value"] for r in rows if r["kind"] == "copy" and r["threads"] == 2
+            and r["working_set_bytes"] == SMALL["dram_bytes"]] == [26.0]
+
+    def broken(p, v):
+        return 1.0 if p.kind == "copy" and p.threads == 2 and p.ws == SMALL["dram_bytes"] else model(p, v)
+
+    with pytest.raises(peaks.PeaksError, match="copy"):
+        peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
+                      target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=broken)
+
+
+def test_derive_divides_a_writing_side_by_the_mix_and_ort_f32_by_its_own(lib):
+    from types import SimpleNamespace
+
+    from perfbench import dtypes, ops
+
+    op = ops.get("Softmax")  # writes as many bytes as it reads: share 1/2
+    case = op.make_case({"heads": 32, "queries": 1, "keys": 4096})
+    assert runner.write_share(op, case, dtypes.BF16) == pytest.approx(0.5)
+    facts = SimpleNamespace(l2_bytes=MiB, l3_bytes=16 * MiB)
+    outcome = SimpleNamespace(ours_status="ok", ort_status="ok", ours_ns=[1000.0] * 4, ort_ns=[2000.0] * 4,
+                              ort_message="", process=[0, 0, 1, 1], ort_dtype="f32")
+    cell = SimpleNamespace(case=case, threads=1, dtype="bf16", cache="cold", numerics_only=False, device="cpu",
+                           spin="off")
+    d = runner.derive(op, cell, outcome, ZEN4, facts)
+    assert d["peak"] == pytest.approx(39.4)
+    b16, b32 = op.bytes_moved(case, dtypes.BF16), op.bytes_moved(case, dtypes.F32)
+    assert d["sides"]["ours"]["share"] == pytest.approx(b16 / 1000.0 / 39.4)
+    assert d["sides"]["ort"]["share"] == pytest.approx(b32 / 2000.0 / 39.4)
+
+
+def test_a_run_remeasures_a_peak_set_without_copy_probes(lib, tmp_path, monkeypatch):
+    small_peaks(monkeypatch, model)
+    store = Store(f"sqlite:///{tmp_path / 'nocopy.db'}")
+    facts, hid, bid = host_in(store, lib)
+    with store.session() as s:
+        repo.store_peaks(s, s.get(repo.m.Host, hid), s.get(repo.m.Build, bid),
+                         [{"kind": "read", "threads": 1, "level": "DRAM", "working_set_bytes": 8 * MiB, "value": 9.0,
+                           "samples": [9.0, 9.0, 9.0], "unit": "GB/s", "method": "m", "isa": "avx2"}])
+    rows = runner.ensure_peaks(store, hid, bid, lib, facts, QuietUI())
+    assert any(r["kind"] == "copy" for r in rows) and 9.0 not in [r["value"] for r in rows]
+    store.dispose()
