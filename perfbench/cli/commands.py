@@ -467,7 +467,7 @@ def peaks(db, show):
     re-measured twice and then refused: nothing stored, exit 1.
 
     \b
-    perfbench peaks            # measure (about 15 s on 2 cores)
+    perfbench peaks            # measure (about 10 s on 2 cores)
     perfbench peaks --show     # what shares of peak are divided by
     """
     from perfbench import runner

@@ -22,8 +22,9 @@ LEGEND = (
     "failed, n/a = no ratio. kernel-only = the ratio with ORT's measured per-node dispatch taken out of "
     "ORT's time (the verdict stays on the as-run ratio: inside a graph ORT pays that dispatch for every node); "
     "vs ORT f32 = an f16/bf16 cell against ORT's f32 kernel (the run's f32 twin cell, or the as-run ratio where "
-    "ORT was substituted). %peak = share of this host's measured ceiling: the read bandwidth probed at "
-    "the cell's working set and thread count, or the f32 FMA peak (`perfbench peaks --show`); above 100% it is "
+    "ORT was substituted). %peak = share of this host's measured ceiling: the bandwidth probed at "
+    "the side's working set and thread count (read, mixed with copy for the share of its bytes the op writes), "
+    "or the f32 FMA peak (`perfbench peaks --show`); above 100% it is "
     "marked \u2191 (the ceiling is wrong for that cell)."
 )
 DISPATCH_NOTE = ("† ORT's per-node dispatch ({}, `perfbench peaks --show`) is more than half of ORT's time in {} "

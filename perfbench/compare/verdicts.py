@@ -155,14 +155,15 @@ def bandwidth_ceiling(peaks: list, threads: int, working_set: float, cold: bool 
     in between moves 1 - 2w of its bytes as reads and 2w as a copy does, so its time per byte
     is the harmonic mix (1 - 2w)/read + 2w/copy. Shares above 1/2 count as 1/2. The ceiling is
     the larger of that mix and the read probe: a copy with the library's streaming stores (past
-    LLC/3) reads and writes L3-sized sets slower than a read loop (16 MiB at 1 thread: 54.5 against
-    79.8 GB/s, Zen 4) while a kernel storing normally keeps them in L3, so the copy figure bounds
-    nothing there. From DRAM the copy is faster: 39.4 against 29.3 GB/s at 1 thread, 52.3 against
-    33.7 at 2 (Zen 4, 2026-12-05); read probes alone left RotaryEmbedding seq 4096 x 32 x 128 f32
-    (about half its bytes written) at 101-112% and ORT's cold MultiHeadAttention decode (present
-    K/V written) at 109% of the read figure. No copy probe at or below the working set (they
-    start at COPY_MIN_PER_THREAD per thread): the read probe alone. Returns a peak-like row; a
-    mixed one has kind "read+copy" and the two figures it mixes."""
+    LLC/3) reads and writes L3-sized sets slower than a read loop (16 MiB at 1 thread: 55.2 against
+    81.8 GB/s) while a kernel storing normally keeps them in L3, so the copy figure bounds nothing
+    there. From DRAM the copy is faster: 45.5 against 31.1 GB/s at 1 thread, 90.6 against 59.4 at 2
+    (one Zen 4 set, 2026-12-05); read probes alone left RotaryEmbedding seq 4096 x 32 x 128 at 1
+    thread (about half its bytes written) at up to 109% of the read figure. The mix is a model
+    (reads and streaming writes can overlap more than it assumes), not a proven bound. No copy
+    probe at or below the working set (they start at COPY_MIN_PER_THREAD per thread): the read
+    probe alone. Returns a peak-like row; a mixed one has kind "read+copy" and the two figures it
+    mixes."""
     read = read_ceiling(peaks, threads, working_set, cold)
     w = min(max(float(write_share or 0.0), 0.0), 0.5)
     if read is None or w <= 0.0:

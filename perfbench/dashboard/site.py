@@ -234,7 +234,9 @@ def roofline_page(host: dict, latest: dict) -> Page:
     if not host["peaks"]:
         p.add("<p>No peaks measured for this host class (<code>perfbench peaks</code>).</p>")
     p.add('<p class="note">Lines: this host\'s measured FMA peak and read bandwidth by cache level '
-          "(<code>perfbench peaks</code>); points: ours and ORT per cell of the latest run.</p>")
+          "(<code>perfbench peaks</code>); points: ours and ORT per cell of the latest run. A cell that "
+          "writes is divided by a mix of the read and copy probes, so it can sit above a read roof "
+          "with a share under 100%.</p>")
     for r in (latest[k] for k in sorted(latest)):
         groups: dict = defaultdict(list)
         for c in r["cells"]:

@@ -104,7 +104,8 @@ STATUSES = ("ok", "mismatch", "no-kernel", "ort-discrepancy", "below-resolution"
 RUN_STATUSES = ("running", "complete", "interrupted", "failed")
 ORIGINS = ("run", "ab-base", "ab-head", "calibrate")  # models.Run.origin
 LEVELS = ("L1", "L2", "L3", "DRAM")  # verdicts.cache_level
-# peaks.py probes (copy: stored by perfbench between 713ef0c and ac70fee) and runner.ensure_peaks
+# peaks.py probes (copy: also stored between 713ef0c and ac70fee, on a misaligned buffer) and
+# runner.ensure_peaks
 PEAK_UNIT_OF = {"fma_f32": "GFLOP/s", "bf16_dot": "GFLOP/s", "read": "GB/s", "copy": "GB/s",
                 "ort_node_dispatch": "ns"}
 PEAK_KINDS = tuple(PEAK_UNIT_OF)

@@ -122,3 +122,18 @@ def test_transpose_perm_of_non_ascii_digits_is_a_usage_error():
     """'²' is a digit to str.isdigit but not to int(): a ValueError traceback before."""
     with pytest.raises(UsageError, match="perm"):
         ops.get("Transpose").make_case({"shape": "2x3", "perm": "²"})
+
+
+@pytest.mark.parametrize("suite", ["norms", "elementwise", "data_movement", "onnx_attention", "attention"])
+def test_every_suite_case_writes_no_more_than_it_moves(suite):
+    """The write share that places a side's ceiling between the read and copy probes
+    (runner.write_share) lies in [0, 1] for every cell of every suite, in every dtype."""
+    from perfbench import dtypes, runner, suites
+
+    cells, _ = suites.load(suite).expand()
+    assert cells
+    for c in cells:
+        op, dt = ops.get(c.case.op), dtypes.get(c.dtype)
+        written, moved = op.bytes_written(c.case, dt), op.bytes_moved(c.case, dt)
+        assert 0 <= written <= moved, (c.case.case_id, c.dtype, written, moved)
+        assert 0 <= runner.write_share(op, c.case, dt) <= 1
