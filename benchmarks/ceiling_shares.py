@@ -50,9 +50,13 @@ def shares(doc: dict, peaks: list[dict]) -> list[tuple[float, str]]:
             tp, med = s.get("throughput"), s.get("median_ns")
             if not tp or not med:
                 continue
-            # the side's own bytes: throughput x time (ORT's differ where it ran another dtype)
-            ws = write_share(op, case, dtypes.get(s.get("dtype") or c["dtype"]))
-            pk = verdicts.ceiling_for(peaks, w.get("bound"), c["threads"], tp * med, c["cache"] == "cold", ws)
+            # the side's own bytes and write share (ORT's differ where it ran another dtype), from
+            # the op's model as the runner takes them: throughput x time can land a float's width
+            # below a ladder point and pick the next-smaller probe
+            dt = dtypes.get(s.get("dtype") or c["dtype"])
+            nbytes = op.bytes_moved(case, dt) if w.get("bound") != "compute" else None
+            pk = verdicts.ceiling_for(peaks, w.get("bound"), c["threads"], nbytes, c["cache"] == "cold",
+                                      write_share(op, case, dt))
             if pk:
                 label = f"{c['case_id']} {c['dtype']} t={c['threads']} {c['cache']} {side}"
                 out.append((tp / pk["value"], label))

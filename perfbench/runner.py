@@ -110,10 +110,9 @@ def ensure_peaks(store: Store, host_id: int, build_id: int, lib, facts, ui, forc
     with store.session() as s:
         host = s.get(m.Host, host_id)
         rows = repo.latest_peaks(s, host)
-    # a set from before repeated read and copy probes on the page-aligned ladder (no samples, no
-    # copy rows, or the copy rows of 713ef0c..ac70fee on a misaligned buffer) is measured again
-    if rows and not force and any(r.get("samples") and r.get("method") == peaks_mod.COPY_METHOD
-                                  for r in rows if r["kind"] == "copy"):
+    # a set from before this version's probes (no samples, no copy probes, or copy probes on
+    # other ladder points) is measured again
+    if rows and not force and peaks_mod.is_current(rows):
         return rows
     if rows and not force:
         ui.info("this host's stored peaks predate repeated read and copy probes on a ladder: re-measuring")

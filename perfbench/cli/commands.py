@@ -463,8 +463,9 @@ def peaks(db, show):
 
     Each probe is measured 3 times, interleaved with the others; the median is stored with
     every sample. A set that breaks physical order (more threads slower, a deeper cache level
-    faster, beyond 15%; a larger working set faster within one level, beyond 75%) is
-    re-measured twice and then refused: nothing stored, exit 1.
+    faster, a copy faster than twice the read of its working set, beyond 15%; a larger working
+    set faster within one level, beyond 75%) is re-measured twice and then refused: nothing
+    stored, exit 1.
 
     \b
     perfbench peaks            # measure (about 10 s on 2 cores)

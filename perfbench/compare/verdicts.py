@@ -153,11 +153,15 @@ def bandwidth_ceiling(peaks: list, threads: int, working_set: float, cold: bool 
     A read-only loop (share 0) reaches the read probe (read_ceiling); a copy (share 1/2: every
     byte read is written once) the copy probe at the same point (_at, the same rule); a share w
     in between moves 1 - 2w of its bytes as reads and 2w as a copy does, so its time per byte
-    is the harmonic mix (1 - 2w)/read + 2w/copy. Shares above 1/2 count as 1/2. The ceiling is
-    the larger of that mix and the read probe: a copy with the library's streaming stores (past
-    LLC/3) reads and writes L3-sized sets slower than a read loop (16 MiB at 1 thread: 55.2 against
-    81.8 GB/s) while a kernel storing normally keeps them in L3, so the copy figure bounds nothing
-    there. From DRAM the copy is faster: 45.5 against 31.1 GB/s at 1 thread, 90.6 against 59.4 at 2
+    is the harmonic mix (1 - 2w)/read + 2w/copy. Shares above 1/2 (Trilu's 2/3, outer-product
+    broadcasts) are clamped to 1/2: no probe writes only, and a write-mostly streaming loop may
+    beat the copy figure. The ceiling is the larger of that mix and the read probe: a copy with
+    the library's streaming stores (past LLC/3) reads and writes L3-sized sets slower than a read
+    loop (16 MiB at 1 thread: 55.2 against 81.8 GB/s) while a kernel storing normally (ORT's)
+    keeps them in L3, so the copy figure bounds nothing there; for our kernels, which stream past
+    LLC/3 as the probe does, the read figure there is a generous ceiling. A cold side that writes
+    gets the DRAM mix whatever its size (generous too: a small cold kernel storing normally pays
+    read-for-ownership traffic). From DRAM the copy is faster: 45.5 against 31.1 GB/s at 1 thread, 90.6 against 59.4 at 2
     (one Zen 4 set, 2026-12-05); read probes alone left RotaryEmbedding seq 4096 x 32 x 128 at 1
     thread (about half its bytes written) at up to 109% of the read figure. The mix is a model
     (reads and streaming writes can overlap more than it assumes), not a proven bound. No copy

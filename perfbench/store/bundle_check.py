@@ -104,8 +104,7 @@ STATUSES = ("ok", "mismatch", "no-kernel", "ort-discrepancy", "below-resolution"
 RUN_STATUSES = ("running", "complete", "interrupted", "failed")
 ORIGINS = ("run", "ab-base", "ab-head", "calibrate")  # models.Run.origin
 LEVELS = ("L1", "L2", "L3", "DRAM")  # verdicts.cache_level
-# peaks.py probes (copy: also stored between 713ef0c and ac70fee, on a misaligned buffer) and
-# runner.ensure_peaks
+# peaks.py probes (copy: also stored between 713ef0c and ac70fee) and runner.ensure_peaks
 PEAK_UNIT_OF = {"fma_f32": "GFLOP/s", "bf16_dot": "GFLOP/s", "read": "GB/s", "copy": "GB/s",
                 "ort_node_dispatch": "ns"}
 PEAK_KINDS = tuple(PEAK_UNIT_OF)
@@ -141,7 +140,7 @@ ERROR = Rule(0, non_finite=("inf", "nan"))  # numerics.error: >= 0, inf on a non
 # Float columns (every one of the bundle's tables); not listed: any finite number
 FLOAT_RULES = {
     "hosts.memory_bytes": NONNEG_F,  # sysconf pages x page size
-    "peaks.working_set_bytes": NONNEG_F,  # a read probe's bytes
+    "peaks.working_set_bytes": NONNEG_F,  # a read or copy probe's bytes
     "peaks.value": Rule(),  # > 0 but for the ORT dispatch (check_peak)
     # numerics.gate; the only non-finite values a run stores
     "cells.err_ours": ERROR, "cells.err_ort": ERROR, "cells.err_ours_vs_ort": ERROR,

@@ -54,10 +54,10 @@ READ_CALL_BYTES = 8 * 1024**2  # per thread per call: ~40 us even from L1
 # against 137 at 1 thread on an earlier host, 2026-12-03); a side that small is judged against
 # the read probe alone
 COPY_MIN_PER_THREAD = 128 * 1024
-COPY_METHOD = "copy, bytes read + written"  # a set whose copy rows say otherwise predates page alignment
+COPY_METHOD = "copy, bytes read + written"
 # a copy moves half its bytes as reads, which a read loop of the same working set bounds: a copy
-# probe above COPY_OVER_READ x its read probe (within TOL) is a flaky figure. Zen 4, 2026-12-05:
-# 1.46x from DRAM at 1 thread, 1.53x at 2, at most 1.0x from the caches
+# probe above COPY_OVER_READ x its read probe (within TOL) is a flaky figure. Zen 4, two sets,
+# 2026-12-05: up to 1.67x from DRAM (64 MiB, 1 thread), at most 1.05x from the caches
 COPY_OVER_READ = 2.0
 PEAK_ITERS_PER_CALL = 200_000  # ~1-2 ms of arithmetic per call
 
@@ -92,6 +92,22 @@ def ladder(threads: int, l3: int, dram: int) -> list[int]:
         out.append(ws)
         ws *= 2
     return out + [dram]
+
+
+def is_current(rows: list[dict]) -> bool:
+    """Whether a stored set has this version's probes: repeated samples, and at every thread count
+    a copy probe at each read point from COPY_MIN_PER_THREAD per thread (sets from before copy
+    probes, and those whose copy probes started elsewhere, are measured again by a run)."""
+    reads = [r for r in rows if r["kind"] == "read" and r.get("working_set_bytes")]
+    if not reads or not all(r.get("samples") for r in reads):
+        return False
+    for t in {r["threads"] for r in reads}:
+        want = {r["working_set_bytes"] for r in reads if r["threads"] == t
+                and r["working_set_bytes"] >= COPY_MIN_PER_THREAD * t}
+        have = {r["working_set_bytes"] for r in rows if r["kind"] == "copy" and r["threads"] == t and r.get("samples")}
+        if not want or have != want:
+            return False
+    return True
 
 
 def _sample(call, work: float, target_ns: float) -> float:

@@ -433,14 +433,18 @@ def test_a_run_remeasures_a_peak_set_without_copy_probes(lib, tmp_path, monkeypa
     rows = runner.ensure_peaks(store, hid, bid, lib, facts, QuietUI())
     assert any(r["kind"] == "copy" for r in rows) and 9.0 not in [r["value"] for r in rows]
     assert runner.ensure_peaks(store, hid, bid, lib, facts, QuietUI()) == rows  # now current: kept
-    # copy rows stored between 713ef0c and ac70fee (a misaligned buffer; another method string)
+    # a set whose copy probes sit on other ladder points (713ef0c..ac70fee started them at 128 KiB
+    # x the most threads; e1d704a too): re-measured
     with store.session() as s:
         repo.store_peaks(s, s.get(repo.m.Host, hid), s.get(repo.m.Build, bid),
                          [{"kind": "copy", "threads": 1, "level": "DRAM", "working_set_bytes": 8 * MiB, "value": 7.0,
                            "samples": [7.0, 7.0, 7.0], "unit": "GB/s", "isa": "avx2",
                            "method": "copy, first half onto second (bytes read + written)"}])
     again = runner.ensure_peaks(store, hid, bid, lib, facts, QuietUI())
-    assert 7.0 not in [r["value"] for r in again] and any(r["method"] == peaks.COPY_METHOD for r in again)
+    assert 7.0 not in [r["value"] for r in again] and peaks.is_current(again)
+    # a current set without its smallest 1-thread copy probe is not current
+    assert not peaks.is_current([r for r in again if not (r["kind"] == "copy" and r["threads"] == 1
+                                                          and r["working_set_bytes"] == peaks.COPY_MIN_PER_THREAD)])
     store.dispose()
 
 
@@ -477,3 +481,49 @@ def test_copy_probes_are_not_ordered_by_working_set():
     # the same shape in reads is refused
     bad = _rows("read", [("L3", 128 * MiB, 10.8), ("DRAM", 256 * MiB, 23.6)])
     assert peaks.order_violations(bad)
+
+
+def test_ceiling_shares_recounts_a_run_under_its_own_set_as_the_runner_divided_it():
+    """benchmarks/ceiling_shares.py takes a side's bytes from the op model, as runner.derive does:
+    throughput x time lands a float's width below ORT's 64 MiB here, a ladder point, and picked the
+    16 MiB probe (81.8 GB/s read) instead of the 64 MiB mix (51.7)."""
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from perfbench import ops
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "ceiling_shares.py"
+    spec = importlib.util.spec_from_file_location("ceiling_shares", path)
+    cs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cs)
+
+    op = ops.get("Softmax")
+    params = {"heads": 32, "queries": 64, "keys": 4096}
+    case = op.make_case(params)
+    outcome = SimpleNamespace(ours_status="ok", ort_status="ok", ours_ns=[1.1e6] * 4, ort_ns=[3.3e6] * 4,
+                              ort_message="", process=[0, 0, 1, 1], ort_dtype="f32")
+    cell = SimpleNamespace(case=case, threads=1, dtype="bf16", cache="warm", numerics_only=False, device="cpu",
+                           spin="off")
+    d = runner.derive(op, cell, outcome, ZEN4, SimpleNamespace(l2_bytes=MiB, l3_bytes=32 * MiB))
+    doc = {"cells": [{"case_id": case.case_id, "op": "Softmax", "params": params, "dtype": "bf16", "threads": 1,
+                      "cache": "warm", "work": {"bound": d["bound"]},
+                      **{side: {"dtype": dt, "median_ns": d["sides"][side]["median_ns"],
+                                "throughput": d["sides"][side]["throughput"]}
+                         for side, dt in (("ours", "bf16"), ("ort", "f32"))}}]}
+    got = dict((label.rsplit(" ", 1)[1], share) for share, label in cs.shares(doc, ZEN4))
+    assert got["ours"] == pytest.approx(d["sides"]["ours"]["share"])
+    assert got["ort"] == pytest.approx(d["sides"]["ort"]["share"])
+    assert d["sides"]["ort"]["share"] == pytest.approx(64 * MiB / 3.3e6 / C64)
+
+
+def test_a_real_trilu_case_writes_more_than_half_and_is_clamped_to_the_copy_figure():
+    from perfbench import dtypes, ops, suites
+
+    cells, _ = suites.load("data_movement").expand()
+    trilu = [c for c in cells if c.case.op == "Trilu"]
+    assert trilu
+    op = ops.get("Trilu")
+    w = max(runner.write_share(op, c.case, dtypes.get(c.dtype)) for c in trilu)
+    assert 0.5 < w < 1
+    assert verdicts.bandwidth_ceiling(ZEN4, 1, 300 * MiB, write_share=w)["value"] == pytest.approx(C_DRAM)
