@@ -271,26 +271,25 @@ class Op:
         counted once; Gather's shared table counts in full), as an exact Python integer.
         make_case refuses a case whose inputs are above MAX_CASE_BYTES."""
         narrowest = min(d.itemsize for d in dtypes.ALL)
-        graph = self.graph(case)
-        total = sum(self._tensor_bytes(case, i[2], i[1], narrowest) for i in graph.inputs if i[0])
-        return total + self._output_bytes(case, narrowest) if outputs else total
+        graph, sizes = self.graph(case), self.dim_sizes(case)
+        total = sum(self._tensor_bytes(sizes, i[2], i[1], narrowest) for i in graph.inputs if i[0])
+        return total + self._output_bytes(case, narrowest, graph, sizes) if outputs else total
 
     def bytes_written(self, case: Case, dtype: dtypes.DType) -> float:
         """Bytes the op writes per call in `dtype`: its outputs (an output aliased to an input
         counts nothing: what such an op writes into the input, e.g. a KV cache's new rows, is
         small against the cache). Divided by bytes_moved, the write share that places a side's
         bandwidth ceiling between the read and the copy probes (verdicts.bandwidth_ceiling)."""
-        return float(self._output_bytes(case, dtype.itemsize))
+        return float(self._output_bytes(case, dtype.itemsize, self.graph(case), self.dim_sizes(case)))
 
-    def _output_bytes(self, case: Case, float_size: int) -> int:
+    def _output_bytes(self, case: Case, float_size: int, graph: GraphSpec, sizes: dict) -> int:
         aliased = set(self.aliases(case))
-        return sum(self._tensor_bytes(case, o[1], o[2] if len(o) > 2 else "float", float_size)
-                   for o in self.graph(case).outputs if o[0] and o[0] not in aliased)
+        return sum(self._tensor_bytes(sizes, o[1], o[2] if len(o) > 2 else "float", float_size)
+                   for o in graph.outputs if o[0] and o[0] not in aliased)
 
-    def _tensor_bytes(self, case: Case, shape, typ: str, float_size: int) -> int:
-        """Bytes of one tensor of graph(case): symbolic dimensions from dim_sizes(), floats at
-        float_size bytes, other element types at their own."""
-        sizes = self.dim_sizes(case)
+    def _tensor_bytes(self, sizes: dict, shape, typ: str, float_size: int) -> int:
+        """Bytes of one tensor of graph(case): symbolic dimensions from `sizes` (dim_sizes()),
+        floats at float_size bytes, other element types at their own."""
         dims = []
         for d in shape:
             if isinstance(d, str):

@@ -35,6 +35,12 @@ def small_peaks(monkeypatch, adjust) -> None:
         l1=SMALL["l1"], adjust=adjust))
 
 
+def measure_small(lib, **kw):
+    """peaks.measure at 1 and 2 threads on SMALL sizes; kw: adjust, log."""
+    return peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
+                         target_ns=SMALL["target_ns"], l1=SMALL["l1"], **kw)
+
+
 def host_in(store, lib):
     """(facts, host id, build id) of a test host sized like SMALL, in `store`."""
     facts = HostFacts(hostname="h", cpu_model="c", cores=2, os_family="Linux", l2_bytes=SMALL["l2"],
@@ -130,8 +136,7 @@ def test_read_ceiling_is_the_upper_envelope_past_a_cache_edge():
 
 
 def test_measure_stores_median_and_every_sample(lib):
-    rows = peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
-                         target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=model)
+    rows = measure_small(lib, adjust=model)
     kinds = {r["kind"] for r in rows}
     assert kinds == {"fma_f32", "bf16_dot", "read", "copy"}
     # copy probes on the read ladder's points from COPY_MIN_PER_THREAD per thread
@@ -158,8 +163,7 @@ def test_a_bad_probe_is_remeasured_and_the_set_is_consistent(lib):
         return model(p, v)
 
     logs = []
-    rows = peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
-                         target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=flaky, log=logs.append)
+    rows = measure_small(lib, adjust=flaky, log=logs.append)
     assert peaks.order_violations(rows) == []
     assert any("re-measuring" in m for m in logs)
     assert all(r["value"] == 200.0 for r in rows if r["kind"] == "read" and r["threads"] == 2 and r["level"] == "L2")
@@ -170,8 +174,7 @@ def test_a_persistently_bad_probe_refuses_the_set_and_stores_nothing(lib, tmp_pa
         return 20.0 if p.kind == "read" and p.threads == 2 and p.level == "L2" else model(p, v)
 
     with pytest.raises(peaks.PeaksError, match="break physical order after 2 re-measurements.*Nothing was stored"):
-        peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
-                      target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=broken)
+        measure_small(lib, adjust=broken)
 
     # through the runner: a run warns and goes on without peaks; `perfbench peaks` (force) raises
     small_peaks(monkeypatch, broken)
@@ -384,8 +387,7 @@ def test_an_injected_bad_copy_probe_at_two_threads_is_remeasured_then_refused(li
         return model(p, v)
 
     logs = []
-    rows = peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
-                         target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=flaky, log=logs.append)
+    rows = measure_small(lib, adjust=flaky, log=logs.append)
     assert any("re-measuring" in m and "copy" in m for m in logs)
     assert [r["value"] for r in rows if r["kind"] == "copy" and r["threads"] == 2
             and r["working_set_bytes"] == SMALL["dram_bytes"]] == [26.0]
@@ -394,8 +396,7 @@ def test_an_injected_bad_copy_probe_at_two_threads_is_remeasured_then_refused(li
         return 1.0 if p.kind == "copy" and p.threads == 2 and p.ws == SMALL["dram_bytes"] else model(p, v)
 
     with pytest.raises(peaks.PeaksError, match="copy"):
-        peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
-                      target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=broken)
+        measure_small(lib, adjust=broken)
 
 
 def test_derive_divides_a_writing_side_by_the_mix_and_ort_f32_by_its_own():
@@ -461,15 +462,12 @@ def test_an_injected_copy_probe_faster_than_twice_its_read_is_remeasured_then_re
         return model(p, v)
 
     logs = []
-    rows = peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
-                         target_ns=SMALL["target_ns"], l1=SMALL["l1"], adjust=fast, log=logs.append)
+    rows = measure_small(lib, adjust=fast, log=logs.append)
     assert any("re-measuring" in m and "copy" in m for m in logs)
     assert [r["value"] for r in rows if r["kind"] == "copy" and r["threads"] == 1
             and r["working_set_bytes"] == SMALL["dram_bytes"]] == [13.0]
     with pytest.raises(peaks.PeaksError, match="copy faster than 2x the read"):
-        peaks.measure(lib, [1, 2], SMALL["l2"], SMALL["l3"], dram_bytes=SMALL["dram_bytes"],
-                      target_ns=SMALL["target_ns"], l1=SMALL["l1"],
-                      adjust=lambda p, v: 10 * model(p, v) if p.kind == "copy" else model(p, v))
+        measure_small(lib, adjust=lambda p, v: 10 * model(p, v) if p.kind == "copy" else model(p, v))
 
 
 def test_copy_probes_are_not_ordered_by_working_set():
