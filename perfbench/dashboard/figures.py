@@ -205,6 +205,7 @@ def roofline(cells: list[dict], peaks: list[dict], threads: int, title: str) -> 
                                           "</extra>"})
     ai = [c["flops"] / c["bytes"] for c in pts] or [0.1, 10.0]
     lo_x, hi_x = min(ai) / 2, max(ai) * 2
+    peaks = [verdicts.best(p) for p in peaks]  # the figures cells are divided by (each probe's best sample)
     top = max((p["value"] for p in peaks if p["kind"] == "fma_f32" and p["threads"] == threads), default=None)
     if top:
         data.append({"type": "scatter", "mode": "lines", "name": f"FMA f32 peak {top:.0f} GFLOP/s", "x": [lo_x, hi_x],

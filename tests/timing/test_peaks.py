@@ -243,6 +243,26 @@ def test_a_cell_at_a_cache_edge_is_not_judged_against_an_interpolated_cliff():
     assert verdicts.read_ceiling(edge, 1, 1.5 * MiB)["value"] == 105.0  # 1.5 MiB at 91 GB/s: 87%, not 116%
 
 
+def test_a_ceiling_is_the_probes_best_sample_and_physical_order_its_median():
+    """ReduceMean 4194304 f32 (16 MiB, the 1-thread L3 edge) read 81.2 GB/s against its probe's
+    median 79.2 (samples 78.8-82.1): 102.5% of the median, 98.9% of the best sample."""
+    edge = [{"kind": "read", "threads": 1, "level": "L3", "working_set_bytes": 16 * MiB, "value": 79.2,
+             "samples": [78.8, 79.2, 82.1], "unit": "GB/s", "method": "m"}]
+    c = verdicts.read_ceiling(edge, 1, 16 * MiB)
+    assert c["value"] == 82.1 and c["median"] == 79.2 and 81.2 / c["value"] < 1.0
+    assert edge[0]["value"] == 79.2  # the stored row is not changed
+    copy = [{**edge[0], "kind": "copy", "value": 150.0, "samples": [120.0, 150.0, 160.0]}]
+    assert verdicts.bandwidth_ceiling(edge + copy, 1, 16 * MiB, write_share=0.5)["copy"] == 160.0
+    fma = [{"kind": "fma_f32", "threads": 1, "level": None, "working_set_bytes": None, "value": 100.0,
+            "samples": [99.0, 100.0, 104.0], "unit": "GFLOP/s", "method": "m"}]
+    assert verdicts.ceiling_for(fma, "compute", 1, 0)["value"] == 104.0
+    assert verdicts.ceiling_for(fma + edge, "memory", 1, 16 * MiB)["value"] == 82.1
+    # physical order is checked on the medians: one fast sample of a deeper level breaks nothing
+    l2 = {**edge[0], "level": "L2", "working_set_bytes": MiB, "value": 100.0, "samples": [99.0, 100.0, 101.0]}
+    dram = {**edge[0], "level": "DRAM", "working_set_bytes": 64 * MiB, "value": 30.0, "samples": [29.0, 30.0, 140.0]}
+    assert peaks.order_violations([l2, edge[0], dram]) == []
+
+
 def test_describe_shows_each_probe_with_its_spread():
     row = {"kind": "read", "threads": 2, "level": "L2", "working_set_bytes": MiB, "value": 100.0,
            "samples": [90.0, 100.0, 110.0], "unit": "GB/s", "method": "m"}
