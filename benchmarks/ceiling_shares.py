@@ -9,7 +9,10 @@ compute-bound cells). Dividing the same measurements by each peak set's ceilings
 sets side by side, with no second run in between. Prints, per run and peak set, how many
 measurements (ours or ORT's) exceed 100% and the largest ones.
 
-    .venv/bin/python benchmarks/ceiling_shares.py RUN.json [RUN.json ...] --peaks NAME=DB [--peaks NAME=DB ...]
+    .venv/bin/python benchmarks/ceiling_shares.py RUN.json [RUN.json ...] --peaks NAME=DB [--peaks NAME=DB ...] [--medians]
+
+--medians also divides by each set's medians (the ceiling before c5ade71; now each probe's best
+sample within 15% of its median, verdicts.best), as a set named "NAME medians".
 
 DB: a results database whose newest `perfbench peaks` set is taken (the first host in it).
 """
@@ -36,6 +39,12 @@ def peak_set(url: str) -> list[dict]:
         if host is None:
             raise SystemExit(f"{url}: no host (and so no peaks) stored")
         return repo.latest_peaks(s, host)
+
+
+def medians(peaks: list[dict]) -> list[dict]:
+    """A peak set without its samples: every ceiling is a probe's stored median (verdicts.best
+    passes a row without samples through)."""
+    return [{**p, "samples": None} for p in peaks]
 
 
 def shares(doc: dict, peaks: list[dict]) -> list[tuple[float, str]]:
@@ -68,12 +77,15 @@ def main() -> None:
     ap.add_argument("runs", nargs="+", help="run documents (perfbench run --format json)")
     ap.add_argument("--peaks", action="append", required=True, metavar="NAME=DB",
                     help="a peak set to divide by: a name and the database holding it")
+    ap.add_argument("--medians", action="store_true", help="also divide by each set's medians (the old ceiling)")
     ap.add_argument("--show", type=int, default=5, help="largest shares listed per run and set")
     a = ap.parse_args()
     sets = {}
     for spec in a.peaks:
         name, _, url = spec.partition("=")
         sets[name] = peak_set(url)
+        if a.medians:
+            sets[name + " medians"] = medians(sets[name])
     out = []
     for path in a.runs:
         with open(path) as f:

@@ -152,7 +152,7 @@ def estimate_cell_s(op, cell, settings: dict, peaks: list, facts, history: dict)
     bw = verdicts.read_ceiling(peaks, cell.threads, nbytes, cold=cell.cache == "cold")
     op_s = nbytes / (0.4 * bw["value"] * 1e9) if bw else nbytes / 5e9
     if op.bound_for(cell.case) == "compute":  # e.g. attention prefill: flops, not bytes, decide
-        fma = verdicts.pick_peak(peaks, "fma_f32", cell.threads)
+        fma = verdicts.best(verdicts.pick_peak(peaks, "fma_f32", cell.threads))
         op_s = max(op_s, op.flops(cell.case) / (0.5 * fma["value"] * 1e9) if fma else op.flops(cell.case) / 2e10)
     if cell.numerics_only:
         return 0.15 + 5 * op_s

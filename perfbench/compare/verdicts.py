@@ -126,17 +126,25 @@ def _at(cand: list, working_set: float, cold: bool) -> dict:
     return max(same, key=lambda p: p["value"])
 
 
+# a sample more than this above its probe's median is a spike, not what the loop reaches: physical
+# order is checked on the medians within the same 15% (peaks.TOL), so a ceiling stays within this of
+# a checked figure (a DRAM probe with samples 29, 30 and 140 GB/s is bounded by 30, not 140)
+SAMPLE_OVER_MEDIAN = 0.15
+
+
 def best(p: dict | None) -> dict | None:
-    """A stored peak row as a ceiling: its best sample as the value (its median kept as
-    "median"). A sample is a best-of-loops estimate of what the probe's loop can reach, and a
-    ceiling is what it can reach, so a cell that moved faster than the median but within the
-    samples is not above it: ReduceMean 4194304 f32 at 1 thread read 81.2 GB/s, 102.5% of its
-    16 MiB probe's median 79.2 (samples 78.8-82.1; Zen 4, 2026-12-05). The median stays the
-    stored value, the one physical order is checked on (a single flaky sample cannot break it).
-    Rows without samples (sets from before 0006, tests) are their value."""
+    """A stored peak row as a ceiling: its best sample within SAMPLE_OVER_MEDIAN of its median as
+    the value (the median kept as "median"). A sample is a best-of-loops estimate of what the
+    probe's loop can reach, and a ceiling is what it can reach, so a cell that moved faster than
+    the median but within the samples is not above it: ReduceMean 4194304 f32 at 1 thread read
+    81.2 GB/s, 102.5% of its 16 MiB probe's median 79.2 (samples 78.8-82.1; Zen 4, 2026-12-05).
+    The median stays the stored value, the one physical order is checked on. Rows without samples
+    (sets from before 0006, imported reference runs, tests) are their value."""
     if p is None or not p.get("samples"):
         return p
-    return {**p, "value": max(float(v) for v in p["samples"]), "median": p["value"]}
+    med = float(p["value"])
+    ok = [float(v) for v in p["samples"] if float(v) <= med * (1 + SAMPLE_OVER_MEDIAN)]
+    return {**p, "value": max(ok + [med]), "median": med}
 
 
 def _ladder(peaks: list, kind: str, threads: int) -> list:
@@ -192,7 +200,8 @@ def bandwidth_ceiling(peaks: list, threads: int, working_set: float, cold: bool 
     if copy["value"] <= read["value"]:
         return read
     value = 1.0 / ((1.0 - 2.0 * w) / read["value"] + 2.0 * w / copy["value"])
-    return {**copy, "kind": "read+copy", "value": value, "write_share": w,
+    mixed = {k: v for k, v in copy.items() if k not in ("samples", "median")}  # neither probe's samples
+    return {**mixed, "kind": "read+copy", "value": value, "write_share": w,
             "read": read["value"], "copy": copy["value"]}
 
 

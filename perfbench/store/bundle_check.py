@@ -545,7 +545,7 @@ def _line(e: BaseException, most: int) -> str:
 
 def check_peak(vals: dict, where: str) -> None:
     """A probe's unit is its kind's; a rate (GFLOP/s, GB/s) is > 0 (derive and the dashboard
-    divide by it); ORT's dispatch (runner.ensure_peaks: t(64 nodes) - t(1), over 63) and its
+    divide by it) and within its samples' range; ORT's dispatch (runner.ensure_peaks: t(64 nodes) - t(1), over 63) and its
     samples within DISPATCH_NS (kernel_only takes nodes x it out of ORT's time)."""
     kind = vals["kind"]
     if vals["unit"] != PEAK_UNIT_OF[kind]:
@@ -558,9 +558,14 @@ def check_peak(vals: dict, where: str) -> None:
         return
     if not vals["value"] > 0:
         raise BundleError(f"{where}.value: expected a number > 0 (a {kind} rate), got {show(vals['value'])}")
-    for i, x in enumerate(vals.get("samples") or []):
+    samples = vals.get("samples") or []
+    for i, x in enumerate(samples):
         if not x > 0:
             raise BundleError(f"{where}.samples[{i}]: expected a number > 0 (a {kind} rate), got {show(x)}")
+    # a cell's ceiling is read from the samples (verdicts.best), the set's order from the value
+    if samples and not min(samples) * (1 - 1e-9) <= vals["value"] <= max(samples) * (1 + 1e-9):
+        raise BundleError(f"{where}.value: {show(vals['value'])} is outside its samples' range [{min(samples):g}, "
+                          f"{max(samples):g}] (the value is the samples' median)")
 
 
 def check_measurement(mv: dict, where: str) -> None:

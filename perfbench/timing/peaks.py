@@ -11,7 +11,9 @@
 Robust estimate: each probe is measured SAMPLES times, interleaved with the other probes (a
 transient hits one sample of several probes, not every sample of one); a sample is the best of
 REPEATS timed loops of ~TARGET_NS (a peak is a ceiling, so the best loop estimates it); the
-median sample is stored, with every sample (`perfbench peaks --show` prints their spread).
+median sample is stored, with every sample (`perfbench peaks --show` prints their spread), and
+physical order is checked on it; a cell is divided by the best sample within 15% of the median
+(verdicts.best).
 
 Physical order: more threads are never slower, a deeper level never reads faster than a shallower
 one (each within TOL); within one level a point just past a cache edge may read slower than a
@@ -282,14 +284,16 @@ def spread(r: dict) -> float | None:
 
 
 def describe(rows: list[dict]) -> list[str]:
-    """One line per figure: kind, working set and level, threads, median, samples' range."""
+    """One line per figure: kind, working set and level, threads, median, samples' range, and the
+    figure a cell is divided by (verdicts.best: the best sample within 15% of the median)."""
     out = []
     order = {"fma_f32": 0, "bf16_dot": 1, "read": 2, "copy": 3, "ort_node_dispatch": 4}
     for r in sorted(rows, key=lambda r: (order.get(r["kind"], 9), r["threads"], r.get("working_set_bytes") or 0)):
         ws = r.get("working_set_bytes")
         where = f"{ws / 1024**2:9.3f} MiB {r['level'] or '':4s}" if ws else " " * 18
         s = r.get("samples") or []
-        rng = (f"  [{min(s):.1f} .. {max(s):.1f}] over {len(s)}, spread {100 * spread(r):.1f}%"
+        ceil = "" if r["kind"] == "ort_node_dispatch" else f", ceiling {verdicts.best(r)['value']:.1f}"
+        rng = (f"  [{min(s):.1f} .. {max(s):.1f}] over {len(s)}, spread {100 * spread(r):.1f}%{ceil}"
                if len(s) > 1 else "  (one figure)")
         out.append(f"{r['kind']:17s} {where} threads={r['threads']}: {r['value']:8.1f} {r['unit']:7s}{rng}"
                    + (f"  ({r['method']})" if r["kind"] != "read" and r.get("method") else ""))

@@ -257,10 +257,40 @@ def test_a_ceiling_is_the_probes_best_sample_and_physical_order_its_median():
             "samples": [99.0, 100.0, 104.0], "unit": "GFLOP/s", "method": "m"}]
     assert verdicts.ceiling_for(fma, "compute", 1, 0)["value"] == 104.0
     assert verdicts.ceiling_for(fma + edge, "memory", 1, 16 * MiB)["value"] == 82.1
-    # physical order is checked on the medians: one fast sample of a deeper level breaks nothing
+    # physical order is checked on the medians, and a sample more than 15% above its median is a
+    # spike, not a ceiling: it neither breaks the set nor lifts the cells divided by it
     l2 = {**edge[0], "level": "L2", "working_set_bytes": MiB, "value": 100.0, "samples": [99.0, 100.0, 101.0]}
     dram = {**edge[0], "level": "DRAM", "working_set_bytes": 64 * MiB, "value": 30.0, "samples": [29.0, 30.0, 140.0]}
     assert peaks.order_violations([l2, edge[0], dram]) == []
+    assert verdicts.read_ceiling([l2, edge[0], dram], 1, 100 * MiB)["value"] == 30.0
+    assert verdicts.read_ceiling([l2, edge[0], dram], 1, MiB, cold=True)["value"] == 30.0
+    dram["samples"] = [29.0, 30.0, 34.0]  # within 15%: the best sample
+    assert verdicts.read_ceiling([l2, edge[0], dram], 1, 100 * MiB)["value"] == 34.0
+    # a mixed ceiling carries neither probe's samples
+    mixed = verdicts.bandwidth_ceiling(edge + copy, 1, 16 * MiB, write_share=0.25)
+    assert mixed["kind"] == "read+copy" and "samples" not in mixed and "median" not in mixed
+    assert "ceiling 82.1" in peaks.describe(edge)[0]
+
+
+def test_derive_divides_by_the_best_sample():
+    """runner.derive, not only the verdicts helpers: a cell between its probe's median and best
+    sample is under 100%."""
+    from types import SimpleNamespace
+
+    from perfbench import dtypes, ops
+
+    op = ops.get("Softmax")
+    case = op.make_case({"heads": 32, "queries": 1, "keys": 4096})
+    nbytes = op.bytes_moved(case, dtypes.F32)
+    row = {"kind": "read", "threads": 1, "level": "L2", "working_set_bytes": 64 * 1024, "value": 100.0,
+           "samples": [95.0, 100.0, 110.0], "unit": "GB/s", "method": "m"}
+    ns = nbytes / 105.0  # 105 GB/s
+    outcome = SimpleNamespace(ours_status="ok", ort_status="ok", ours_ns=[ns] * 4, ort_ns=[2 * ns] * 4,
+                              ort_message="", process=[0, 0, 1, 1], ort_dtype=None)
+    cell = SimpleNamespace(case=case, threads=1, dtype="f32", cache="warm", numerics_only=False, device="cpu",
+                           spin="off")
+    d = runner.derive(op, cell, outcome, [row], SimpleNamespace(l2_bytes=MiB, l3_bytes=16 * MiB))
+    assert d["peak"] == 110.0 and d["sides"]["ours"]["share"] == pytest.approx(105.0 / 110.0)
 
 
 def test_describe_shows_each_probe_with_its_spread():
@@ -534,6 +564,11 @@ def test_ceiling_shares_recounts_a_run_under_its_own_set_as_the_runner_divided_i
     assert got["ort"] == pytest.approx(d["sides"]["ort"]["share"])
     assert d["sides"]["ort"]["share"] == pytest.approx(64 * MiB / 3.319e6 / C64)
     assert (64 * MiB / 3.319e6) * 3.319e6 < 64 * MiB  # throughput x time falls below the ladder point
+    # --medians: the same set's medians (the old ceiling) against its best samples
+    spread = [{**r, "samples": [r["value"], 1.1 * r["value"]]} for r in ZEN4]
+    best = dict((lbl.rsplit(" ", 1)[1], x) for x, lbl in cs.shares(doc, spread))
+    med = dict((lbl.rsplit(" ", 1)[1], x) for x, lbl in cs.shares(doc, cs.medians(spread)))
+    assert med["ours"] == pytest.approx(got["ours"]) and best["ours"] == pytest.approx(got["ours"] / 1.1)
 
 
 def test_a_real_trilu_case_writes_more_than_half_and_is_clamped_to_the_copy_figure():
