@@ -86,14 +86,15 @@ def write(cell: m.Cell, out: Path) -> dict:
     inputs = op.make_inputs(case, dt, np.random.default_rng(cell.seed))
     graph = op.graph(case)
     oracle = op.oracle(case, op.oracle_inputs(case, inputs))
-    names_in = [n for n, _, _ in graph.inputs if n]
+    names_in = [n for n, _, _ in graph.inputs if n and n not in graph.initializers]  # initializers: in the model
     names_out = [o[0] for o in graph.outputs if o[0]]
     out_types = op.output_dtypes(case, dt.numpy)
     missing = [n for n in names_out if n not in oracle]
     if missing:
         raise UsageError(f"{op.name}'s oracle has no {', '.join(missing)} for {cell.case.case_id}: cannot write "
                          "expected outputs (a bug in the op file)")
-    model = onnx.load_from_string(ort_ops.build_model(graph, dt, copies=1, plain_names=True))
+    model = onnx.load_from_string(ort_ops.build_model(graph, dt, copies=1, plain_names=True,
+                                                      values=ort_ops.initializer_values(graph, inputs)))
     onnx.checker.check_model(model)
     files = {"model.onnx": model.SerializeToString()}
     for i, name in enumerate(names_in):

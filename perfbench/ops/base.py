@@ -126,6 +126,12 @@ class GraphSpec:
     # an onnx NodeProto to copy instead of building the node from op_type/domain/attrs (a user's
     # node, attributes exactly as given); its inputs and outputs are renamed per copy
     node_proto: object = None
+    # names of inputs that ORT's model holds as constant initializers (a model's weights), with
+    # the cell's input values: ORT prepacks those at session creation (MatMul's B), so what a
+    # weight costs in a model is measured only this way. An initializer is one tensor that every
+    # copy of the node reads (ortlib.build_model), never bound per run (ortlib.Bound); its shape
+    # is concrete (no symbolic dimension)
+    initializers: tuple = ()
 
     def output_type(self, name: str) -> str:
         for o in self.outputs:

@@ -11,10 +11,10 @@ import tempfile
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from perfbench import dtypes
-from perfbench.ops.base import GraphSpec
+from perfbench.ops.base import ELEM_TYPES, GraphSpec
 
 # onnx 1.23 writes IR version 14, ORT 1.31 reads at most 13; 11 covers opset 23.
 IR_VERSION = 11
@@ -27,25 +27,36 @@ def _elem(t: str, dtype: dtypes.DType) -> int:
     return dtype.onnx if t == "float" else _ELEM[t]
 
 
-def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_names: bool = False) -> bytes:
+def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_names: bool = False,
+                values: dict | None = None) -> bytes:
     """`copies` identical nodes, every output a graph output (so ORT's common-subexpression
     elimination cannot merge them) and every copy reading its own graph inputs (so ORT cannot
     share the Casts it inserts around an op between copies: each copy pays its own). Input i of
     copy k is `<name>__k`, output j is `<name>__k`; Bound binds all copies to the same buffers.
-    `plain_names` (one copy only): the spec's own names, for a model handed to people."""
+    `plain_names` (one copy only): the spec's own names, for a model handed to people.
+    The spec's initializers are constant tensors named `<name>` (every copy reads the one tensor,
+    and each copy's kernel prepacks it for itself), with their values from `values` (arrays in
+    the model's element type; initializer_values makes them)."""
     def elem(t):
         return _elem(t, dtype)
 
     if plain_names and copies != 1:
         raise ValueError("plain_names needs copies == 1")
+    inits = set(spec.initializers)
 
     def nm(n, k):
-        return n if plain_names else f"{n}__{k}"
+        return n if plain_names or n in inits else f"{n}__{k}"
 
     g_inputs, nodes, g_outputs = [], [], []
+    initializers = []
+    for n, t, shape in spec.inputs:
+        if n in inits:
+            if values is None or n not in values:
+                raise ValueError(f"{spec.op_type}: initializer {n!r} needs its value (build_model values=)")
+            initializers.append(_tensor(n, values[n], elem(t), shape))
     for k in range(copies):
         g_inputs += [helper.make_tensor_value_info(nm(n, k), elem(t), list(shape))
-                     for n, t, shape in spec.inputs if n]
+                     for n, t, shape in spec.inputs if n and n not in inits]
         outs = [nm(o[0], k) if o[0] else "" for o in spec.outputs]
         ins = [nm(n, k) if n else "" for n, _, _ in spec.inputs]
         if spec.node_proto is not None:
@@ -62,7 +73,7 @@ def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_nam
                                           **spec.attrs))
         g_outputs += [helper.make_tensor_value_info(o, elem(spec.output_type(s[0])), list(s[1]))
                       for o, s in zip(outs, spec.outputs) if o]
-    graph = helper.make_graph(nodes, f"{spec.op_type}_x{copies}", g_inputs, g_outputs)
+    graph = helper.make_graph(nodes, f"{spec.op_type}_x{copies}", g_inputs, g_outputs, initializer=initializers)
     if spec.opset_imports:
         opsets = [helper.make_opsetid(d, v) for d, v in spec.opset_imports]
     else:
@@ -72,6 +83,22 @@ def build_model(spec: GraphSpec, dtype: dtypes.DType, copies: int = 1, plain_nam
     model = helper.make_model(graph, opset_imports=opsets, producer_name="perfbench")
     model.ir_version = IR_VERSION
     return model.SerializeToString()
+
+
+def _tensor(name: str, value: np.ndarray, elem: int, shape) -> onnx.TensorProto:
+    """An initializer of element type `elem` holding `value` (bfloat16 as its raw bits)."""
+    a = np.ascontiguousarray(value)
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"initializer {name!r}: value of shape {a.shape}, the graph declares {tuple(shape)}")
+    if elem == TensorProto.BFLOAT16:
+        return helper.make_tensor(name, elem, list(a.shape), a.view(np.uint16).tobytes(), raw=True)
+    return numpy_helper.from_array(a, name)
+
+
+def initializer_values(spec: GraphSpec, inputs: dict) -> dict | None:
+    """The values build_model needs for the spec's initializers: those of `inputs` (arrays in the
+    model's element type), None for a spec without initializers."""
+    return {n: inputs[n] for n in spec.initializers} if spec.initializers else None
 
 
 def floor_graph(spec: GraphSpec) -> GraphSpec:
@@ -84,7 +111,7 @@ def floor_graph(spec: GraphSpec) -> GraphSpec:
     One Identity per output, not one node for all: measured side by side (benchmarks/cold_floor.py,
     Xeon, 1 thread), a single Split for GroupQueryAttention's three outputs made a floor 5-9 us
     above three Identities -- Split's own cold code, which is kernel work, not harness."""
-    ins = [(n, t, (1,)) for n, t, _ in spec.inputs if n]
+    ins = [(n, t, (1,)) for n, t, _ in spec.inputs if n and n not in spec.initializers]  # bound per run
     if not ins:
         raise ValueError(f"{spec.op_type}: a floor graph needs at least one named input")
     outs = [(o[0], (1,), o[2] if len(o) > 2 else "float") for o in spec.outputs if o[0]]
@@ -174,7 +201,7 @@ class Bound:
         self.outputs = outputs
         self._keep = []
         for name, _, _ in spec.inputs:
-            if not name:
+            if not name or name in spec.initializers:  # a constant of the model, not bound
                 continue
             value = ortvalue(inputs[name])
             self._keep.append(value)
@@ -203,7 +230,8 @@ def profile_path(spec: GraphSpec, dtype: dtypes.DType, threads: int, spin: str, 
     'function' (the op expanded into an ONNX function body, e.g. f16 Softmax), and the
     op types of the nodes it ran, one entry per node."""
     with tempfile.TemporaryDirectory(prefix="perfbench-prof-") as d:
-        sess = make_session(build_model(spec, dtype, 1), threads, spin, profile_dir=d)
+        sess = make_session(build_model(spec, dtype, 1, values=initializer_values(spec, inputs)), threads, spin,
+                            profile_dir=d)
         Bound(sess, spec, 1, inputs, outputs).run()
         path = sess.end_profiling()
         with open(path) as f:
@@ -246,11 +274,18 @@ def dtype_candidates(op, dt: dtypes.DType) -> list:
     return [dt] + ([dtypes.get(op.ort_substitute[dt.name])] if dt.name in op.ort_substitute else [])
 
 
-def first_session(op, graph: GraphSpec, dt: dtypes.DType, threads: int, spin: str):
+def first_session(op, graph: GraphSpec, dt: dtypes.DType, threads: int, spin: str, inputs: dict | None = None):
     """(ORT dtype, session) for the first candidate dtype ORT has a kernel for, (None, None) if
-    none has; any other load error raises."""
+    none has; any other load error raises. `inputs` (the cell's) give the graph's initializers
+    their values; without them an initializer holds zeros (which kernel ORT has does not depend
+    on them)."""
     for cdt in dtype_candidates(op, dt):
-        model = build_model(graph, cdt)
+        if inputs is not None:
+            values = initializer_values(graph, to_ort_dtype({n: inputs[n] for n in graph.initializers}, cdt))
+        else:
+            values = {n: np.zeros(shape, cdt.numpy if t == "float" else ELEM_TYPES[t])
+                      for n, t, shape in graph.inputs if n in graph.initializers}
+        model = build_model(graph, cdt, values=values)
         try:
             return cdt, make_session(model, threads, spin)
         except Exception as e:  # noqa: BLE001 - a missing kernel means: try the next dtype
@@ -265,7 +300,7 @@ def run_case(op, case, inputs: dict, dt: dtypes.DType, threads: int = 1, spin: s
     KV cache is that copy); `fill` pre-fills the outputs that are not inputs. Returns (ORT dtype,
     ORT's inputs, outputs), or None if ORT has no kernel in any candidate dtype."""
     graph = op.graph(case)
-    cdt, sess = first_session(op, graph, dt, threads, spin)
+    cdt, sess = first_session(op, graph, dt, threads, spin, inputs)
     if sess is None:
         return None
     theirs = op.private_inputs(case, to_ort_dtype(inputs, cdt))

@@ -298,7 +298,8 @@ class Harness:
             self.progress("ort: numerics")
             ort_out = op.new_outputs(case, ort_dt.numpy, ort_inputs)
             try:
-                sess = ortlib.make_session(ortlib.build_model(graph, ort_dt), spec.threads, spec.spin)
+                sess = ortlib.make_session(ortlib.build_model(graph, ort_dt, values=ortlib.initializer_values(
+                    graph, ort_inputs)), spec.threads, spec.spin)
                 ortlib.Bound(sess, graph, 1, ort_inputs, ort_out).run()
                 prof_in = op.private_inputs(case, ort_inputs)
                 shared.ort_path, shared.ort_ops = ortlib.profile_path(
@@ -409,7 +410,8 @@ class Harness:
         bound = {}
         with ort_side():
             for k in sorted(set(copies)):
-                sess = ortlib.make_session(ortlib.build_model(graph, ort_dt, k), spec.threads, spec.spin)
+                sess = ortlib.make_session(ortlib.build_model(graph, ort_dt, k, values=ortlib.initializer_values(
+                    graph, theirs)), spec.threads, spec.spin)
                 bound[k] = ortlib.Bound(sess, graph, k, theirs, ort_out)
         return calls, bound
 

@@ -1,0 +1,86 @@
+"""Initializers in the ORT side's graph (GraphSpec.initializers, issue 18 part 2): a weight that ORT
+sees as a model constant (and prepacks at session creation, as MatMul's B in a real model) instead
+of a graph input bound per run. Against real ONNX Runtime: a MatMul whose B is an initializer."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from perfbench import dtypes
+from perfbench.ops import ort as ortlib
+from perfbench.ops.base import GraphSpec
+
+M, K, N = 3, 33, 5
+
+
+def matmul(initializers=("B",)) -> GraphSpec:
+    return GraphSpec("MatMul", "", 13, [("A", "float", (M, K)), ("B", "float", (K, N))], [("Y", (M, N))],
+                     initializers=initializers)
+
+
+def arrays(seed=3):
+    rng = np.random.default_rng(seed)
+    return {"A": rng.standard_normal((M, K)).astype(np.float32), "B": rng.standard_normal((K, N)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("copies", [1, 3])
+def test_an_initializer_is_one_constant_every_copy_reads_and_not_a_graph_input(copies):
+    spec, x = matmul(), arrays()
+    model = onnx.load_from_string(ortlib.build_model(spec, dtypes.F32, copies, values=ortlib.initializer_values(spec, x)))
+    assert [i.name for i in model.graph.initializer] == ["B"]
+    assert np.array_equal(onnx.numpy_helper.to_array(model.graph.initializer[0]), x["B"])
+    assert [i.name for i in model.graph.input] == [f"A__{k}" for k in range(copies)]
+    assert [list(n.input) for n in model.graph.node] == [[f"A__{k}", "B"] for k in range(copies)]
+    onnx.checker.check_model(model, full_check=True)
+
+
+def test_ort_runs_the_constant_and_bound_does_not_bind_it():
+    spec, x = matmul(), arrays()
+    sess = ortlib.make_session(ortlib.build_model(spec, dtypes.F32, 2, values=ortlib.initializer_values(spec, x)), 1,
+                               "off")
+    out = {"Y": np.full((M, N), np.nan, np.float32)}
+    b = x["B"].copy()
+    bound = ortlib.Bound(sess, spec, 2, x, out)
+    x["B"][...] = 0.0  # a bound input would now read zeros: the model's constant does not
+    bound.run()
+    np.testing.assert_allclose(out["Y"], x["A"] @ b, rtol=1e-5, atol=1e-5)
+    # the same graph with B a runtime input reads the zeros
+    spec_in = matmul(initializers=())
+    sess_in = ortlib.make_session(ortlib.build_model(spec_in, dtypes.F32, 2), 1, "off")
+    ortlib.Bound(sess_in, spec_in, 2, x, out).run()
+    assert np.array_equal(out["Y"], np.zeros((M, N), np.float32))
+
+
+def test_an_initializer_needs_its_value_of_its_declared_shape():
+    spec = matmul()
+    with pytest.raises(ValueError, match="initializer 'B' needs its value"):
+        ortlib.build_model(spec, dtypes.F32)
+    with pytest.raises(ValueError, match=r"initializer 'B': value of shape \(5, 33\)"):
+        ortlib.build_model(spec, dtypes.F32, values={"B": np.zeros((N, K), np.float32)})
+
+
+def test_a_bf16_and_f16_initializer_holds_the_values_bits():
+    spec = matmul()
+    for dt in (dtypes.BF16, dtypes.F16):
+        b = arrays()["B"].astype(dt.numpy)
+        model = onnx.load_from_string(ortlib.build_model(spec, dt, values={"B": b}))
+        t = model.graph.initializer[0]
+        assert t.data_type == dt.onnx and list(t.dims) == [K, N]
+        raw = t.raw_data or onnx.numpy_helper.to_array(t).tobytes()
+        assert raw == b.tobytes()
+
+
+def test_first_session_and_the_floor_graph_leave_initializers_out_of_what_is_bound():
+    spec, x = matmul(), arrays()
+    cdt, sess = ortlib.first_session(_Op(), spec, dtypes.F32, 1, "off")  # zeros: which kernel, not values
+    assert cdt is dtypes.F32 and [i.name for i in sess.get_inputs()] == ["A__0"]
+    cdt, sess = ortlib.first_session(_Op(), spec, dtypes.F32, 1, "off", x)
+    assert [i.name for i in sess.get_inputs()] == ["A__0"]
+    floor = ortlib.floor_graph(spec)
+    assert [n for n, _, _ in floor.inputs] == ["A"] and floor.initializers == ()
+
+
+class _Op:
+    ort_substitute = {}
