@@ -462,7 +462,8 @@ def peaks(db, show):
     or, for the share of its bytes it writes, by a mix of the read and copy figures.
 
     Each probe is measured 3 times, interleaved with the others; the median is stored with
-    every sample, and a cell is divided by the best sample within 15% of the median. A set that breaks physical order (more threads slower, a deeper cache level
+    every sample, and a cell is divided by the best sample within 15% of the median. A set (its
+    medians or those ceilings) that breaks physical order (more threads slower, a deeper cache level
     faster, a copy faster than twice the read of its working set, beyond 15%; a larger working
     set faster within one level, beyond 75%) is re-measured twice and then refused: nothing
     stored, exit 1.

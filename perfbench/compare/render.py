@@ -31,7 +31,8 @@ DISPATCH_NOTE = ("† ORT's per-node dispatch ({}, `perfbench peaks --show`) is 
                  "cell(s), up to {:.0f}% of it: their ratio compares our kernel with mostly ORT's executor; the "
                  "kernel-only column takes the dispatch out.")
 CEILING_NOTE = ("{} {} measurement(s) (ours or ORT's) exceed 100% of their ceiling, up to {:.0f}%: the ceiling is "
-                "wrong for them (a probe, or the working set the cell keeps resident), not the cell.")
+                "wrong for them (a probe, or the working set the cell keeps resident) or within a probe's own "
+                "spread of them, not the cell.")
 
 
 def fmt_ns(ns) -> str:

@@ -172,7 +172,8 @@ def op_page(host: dict, op: str, run: dict, choices: list[dict], name_of) -> Pag
     over = sum(1 for c in cells for sh in (c.get("ours_share"), c.get("ort_share")) if verdicts.over_ceiling(sh))
     if over:
         p.add(f'<p class="note">{fig.MARK_OVER} {over} measurement(s) of this op exceed 100% of their ceiling: '
-              "a probe or the working-set model is wrong for them (<code>perfbench peaks --show</code>).</p>")
+              "a probe or the working-set model is wrong for them, or they are within a probe's own spread of it "
+              "(<code>perfbench peaks --show</code>).</p>")
     groups: dict = defaultdict(list)
     for c in cells:
         groups[(c["dtype"], c["threads"], c["cache"], c["spin"], c["device"])].append(c)

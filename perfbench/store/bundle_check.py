@@ -565,7 +565,7 @@ def check_peak(vals: dict, where: str) -> None:
     # a cell's ceiling is read from the samples (verdicts.best), the set's order from the value
     if samples and not min(samples) * (1 - 1e-9) <= vals["value"] <= max(samples) * (1 + 1e-9):
         raise BundleError(f"{where}.value: {show(vals['value'])} is outside its samples' range [{min(samples):g}, "
-                          f"{max(samples):g}] (the value is the samples' median)")
+                          f"{max(samples):g}] (the value is the samples' median, so inside it)")
 
 
 def check_measurement(mv: dict, where: str) -> None:

@@ -373,6 +373,8 @@ def _dispatch(data, **kw) -> dict:
      "peaks[0].samples[0]: expected a finite number, got inf"),
     ("peak value outside its samples", lambda d: d.update(peaks=[_peak(d, samples=[1e6, 2e6])]),
      "peaks[0].value: 100.0 is outside its samples' range [1e+06, 2e+06]"),
+    ("peak value above its samples", lambda d: d.update(peaks=[_peak(d, samples=[10.0, 20.0])]),
+     "peaks[0].value: 100.0 is outside its samples' range [10, 20]"),
     ("peak unit", lambda d: d.update(peaks=[_peak(d, unit="ns")]), "peaks[0].unit: a read probe is in GB/s, got 'ns'"),
     ("load_avg inf", lambda d: d["run"].update(load_avg=[{"$float": "inf"}]),
      "run.load_avg[0]: expected a finite number >= 0, got inf"),

@@ -266,10 +266,48 @@ def test_a_ceiling_is_the_probes_best_sample_and_physical_order_its_median():
     assert verdicts.read_ceiling([l2, edge[0], dram], 1, MiB, cold=True)["value"] == 30.0
     dram["samples"] = [29.0, 30.0, 34.0]  # within 15%: the best sample
     assert verdicts.read_ceiling([l2, edge[0], dram], 1, 100 * MiB)["value"] == 34.0
+    dram["samples"] = [29.0, 30.0, 34.6]  # past 15% (34.5): the median
+    assert verdicts.read_ceiling([l2, edge[0], dram], 1, 100 * MiB)["value"] == 30.0
     # a mixed ceiling carries neither probe's samples
     mixed = verdicts.bandwidth_ceiling(edge + copy, 1, 16 * MiB, write_share=0.25)
     assert mixed["kind"] == "read+copy" and "samples" not in mixed and "median" not in mixed
     assert "ceiling 82.1" in peaks.describe(edge)[0]
+
+
+def test_physical_order_is_checked_on_the_ceilings_as_well_as_the_medians():
+    """Medians in order within 15% (L3 100, DRAM 114) whose ceilings are not (DRAM's sample of 131 is
+    within 15% of its median, so it is DRAM's ceiling: 1.31x the L3's)."""
+    l3 = {"kind": "read", "threads": 1, "level": "L3", "working_set_bytes": 16 * MiB, "value": 100.0,
+          "samples": [100.0, 100.0, 100.0], "unit": "GB/s", "method": "m"}
+    dram = {**l3, "level": "DRAM", "working_set_bytes": 64 * MiB, "value": 114.0, "samples": [114.0, 114.0, 131.0]}
+    assert peaks.order_violations([l3, dram]) == []
+    ((a, b, why),) = peaks.set_violations([l3, dram])
+    assert (a["level"], b["level"], b["value"]) == ("L3", "DRAM", 131.0) and why.endswith("(ceilings)")
+    dram["samples"] = [114.0, 114.0, 114.0]
+    assert peaks.set_violations([l3, dram]) == []
+
+
+def test_a_set_whose_ceilings_break_order_is_remeasured_and_refused(lib):
+    def spiky(p, v):  # every DRAM read probe: medians at 1.1x the L3's, one sample in three at 1.25x
+        if p.kind == "read" and p.level == "DRAM":
+            p.n = getattr(p, "n", 0) + 1
+            return 50.0 * p.threads * (1.25 if p.n % 3 == 0 else 1.1)
+        return model(p, v)
+
+    with pytest.raises(peaks.PeaksError, match=r"\(ceilings\)"):
+        measure_small(lib, adjust=spiky)
+    assert peaks.set_violations(measure_small(lib, adjust=model)) == []
+
+
+def test_the_roofline_draws_the_ceilings_cells_are_divided_by():
+    from perfbench.dashboard import figures
+
+    fma = {"kind": "fma_f32", "threads": 1, "level": None, "working_set_bytes": None, "value": 100.0,
+           "samples": [99.0, 100.0, 104.0], "unit": "GFLOP/s", "method": "m"}
+    read = {"kind": "read", "threads": 1, "level": "L1", "working_set_bytes": 16 * 1024, "value": 200.0,
+            "samples": [200.0, 210.0, 190.0], "unit": "GB/s", "method": "m"}
+    names = [t["name"] for t in figures.roofline([], [fma, read], 1, "t")["data"]]
+    assert "FMA f32 peak 104 GFLOP/s" in names and "L1 read 210 GB/s" in names
 
 
 def test_derive_divides_by_the_best_sample():
