@@ -82,6 +82,10 @@ int64_t pb_pool_multi_regions(void);
  * that default. perfbench's loader sets it from timing/caches.py (sysfs or $PERFBENCH_LLC_BYTES). */
 int pb_set_llc_bytes(int64_t bytes);
 int64_t pb_llc_bytes(void);
+/* The L1 data and L2 cache sizes (bytes, per core) behind the GEMM's cache blocking (kc from L1,
+ * mc from L2): 32 KiB and 1 MiB until set; 0 restores a default. Set by the loader from
+ * timing/caches.py. */
+int pb_set_core_cache_bytes(int64_t l1d, int64_t l2);
 
 /* ---- timing (CLOCK_MONOTONIC, nanoseconds) ---------------------------------------------- */
 /* warm: one timed loop of `iters` calls; *elapsed_ns = the whole loop. */
@@ -513,6 +517,57 @@ typedef struct pb_onnx_rotary_embedding_args {
 } pb_onnx_rotary_embedding_args;
 int pb_onnx_rotary_embedding(const void *args);
 /* PB_GROUP_ONNX_ATTN_END */
+
+/* ---- matmul.toml: MatMul and Gemm ---- */
+/* PB_GROUP_MATMUL_BEGIN */
+/* Y[b] = alpha * op(A[b]) @ op(B[b]) + beta * C, for every batch index b of `batch_rank` dims
+ * (each at most 8; Y is contiguous (batch..., m, n)): op(X) is X or its transpose (trans_a,
+ * trans_b). A[b] is (m, k) -- (k, m) with trans_a -- at a + sum(b_i * a_strides[i]) elements, its
+ * rows contiguous; B[b] likewise (k, n), or (n, k) with trans_b; a stride of 0 broadcasts that
+ * batch dim. C (NULL: none) is read at c + i * c_rs + j * c_cs for every batch (a stride 0
+ * broadcasts a dim of C), and only where beta != 0 (beta == 0 ignores NaN in C as Gemm does).
+ * Products accumulate in f32 (f16 and bf16 converted in registers), Y is stored in dtype
+ * (bf16 round-to-nearest-even). b_packed (NULL: pack B inside the call): a buffer that
+ * pb_matmul_pack_b filled from this B (same dtype, k, n, trans_b, and batch_rank 0 or B broadcast
+ * over every batch dim), read instead of B: ORT packs a constant weight at session creation, we
+ * pack it once outside the timed call. k == 0 gives Y = beta * C (or 0). Y must not overlap A, B,
+ * C or b_packed. */
+typedef struct pb_matmul_args {
+    pb_exec exec;
+    int32_t dtype;
+    int32_t trans_a;
+    int32_t trans_b;
+    int32_t batch_rank;
+    int64_t batch_dims[8];
+    int64_t a_strides[8];
+    int64_t b_strides[8];
+    int64_t m;
+    int64_t n;
+    int64_t k;
+    float alpha;
+    float beta;
+    int64_t c_rs;
+    int64_t c_cs;
+    const void *a;
+    const void *b;
+    const void *c;
+    const void *b_packed;
+    void *y;
+} pb_matmul_args;
+int pb_matmul(const void *args);
+/* B of a pb_matmul_args (its dtype, k, n, trans_b, b; batch_rank must be 0) packed into `out`
+ * (out_bytes at least pb_matmul_packed_bytes's), in the layout pb_matmul reads through
+ * b_packed on this library's ISA path and cache sizes. */
+typedef struct pb_matmul_pack_args {
+    pb_exec exec;
+    const pb_matmul_args *problem;
+    void *out;
+    int64_t out_bytes;
+} pb_matmul_pack_args;
+int pb_matmul_pack_b(const void *args);
+/* Bytes pb_matmul_pack_b needs for a (k, n) B: *bytes_out; a status. */
+int pb_matmul_packed_bytes(int64_t k, int64_t n, int64_t *bytes_out);
+/* PB_GROUP_MATMUL_END */
 
 /* ---- host peak probes (perfbench peaks) ------------------------------------------------- */
 /* Each thread runs `iters` iterations of independent multiply-adds; *flops_out receives the

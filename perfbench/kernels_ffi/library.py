@@ -54,6 +54,9 @@ class Library:
             return
         llc = _caches.last_level_bytes()
         self.check(self.lib.pb_set_llc_bytes(llc or 0), "set the last-level cache size")
+        if hasattr(self.lib, "pb_set_core_cache_bytes"):  # the GEMM's cache blocking (builds since issue 18)
+            self.check(self.lib.pb_set_core_cache_bytes(_caches.cache_bytes(1) or 0, _caches.cache_bytes(2) or 0),
+                       "set the L1d and L2 sizes")
 
     # ---- status handling (the one place) ----
     def check(self, status: int, what: str) -> None:

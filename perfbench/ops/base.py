@@ -128,9 +128,9 @@ class GraphSpec:
     node_proto: object = None
     # names of inputs that ORT's model holds as constant initializers (a model's weights), with
     # the cell's input values: ORT prepacks those at session creation (MatMul's B), so what a
-    # weight costs in a model is measured only this way. An initializer is one tensor that every
-    # copy of the node reads (ortlib.build_model), never bound per run (ortlib.Bound); its shape
-    # is concrete (no symbolic dimension)
+    # weight costs in a model is measured only this way. Each copy of the node has its own copy
+    # of the tensor, as each node of a model its own weight (ortlib.build_model); never bound per
+    # run (ortlib.Bound); its shape is concrete (no symbolic dimension)
     initializers: tuple = ()
 
     def output_type(self, name: str) -> str:

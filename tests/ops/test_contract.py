@@ -259,13 +259,15 @@ def _check_ort_copies(op_name: str, i: int, ort_dtype: str | None) -> None:
     for a in outs.values():
         if not any(a is v for v in inputs.values()):
             a[...] = np.nan
-    one = ortlib.node_runs(ortlib.build_model(spec, dt, 1), 1, inputs, outs, spec, 1)
+    one = ortlib.node_runs(ortlib.build_model(spec, dt, 1, values=ortlib.initializer_values(spec, inputs)), 1, inputs,
+                           outs, spec, 1)
     inputs = op.private_inputs(case, op.make_inputs(case, dt, np.random.default_rng(7)))
     outs = op.new_outputs(case, dt.numpy, inputs)
     for a in outs.values():
         if not any(a is v for v in inputs.values()):
             a[...] = np.nan
-    many = ortlib.node_runs(ortlib.build_model(spec, dt, K), 1, inputs, outs, spec, K)
+    many = ortlib.node_runs(ortlib.build_model(spec, dt, K, values=ortlib.initializer_values(spec, inputs)), 1, inputs,
+                            outs, spec, K)
     assert one and sum(one.values()) >= 1, f"the 1-copy graph ran no node: {one}"
     assert many == {k: K * v for k, v in one.items()}, f"1 copy ran {one}, {K} copies ran {many}"
     # every copy wrote the one shared buffer (K copies in place on a shared KV cache write the
@@ -298,10 +300,11 @@ def _check_from_node(cell: Cell) -> None:
     assert (spec.domain, spec.op_type) in op.node_types, f"{op.name}'s own graph is not one of its node_types"
     with tempfile.TemporaryDirectory(prefix="perfbench-contract-") as d:
         model = Path(d) / "node.onnx"
-        model.write_bytes(ortlib.build_model(spec, cell.dt, 1, plain_names=True))
+        model.write_bytes(ortlib.build_model(spec, cell.dt, 1, plain_names=True,
+                                             values=ortlib.initializer_values(spec, cell.inputs)))
         data = Path(d) / "data"
         data.mkdir()
-        names = [n for n, _, _ in spec.inputs if n]
+        names = [n for n, _, _ in spec.inputs if n and n not in spec.initializers]  # initializers: in the model
         for k, name in enumerate(names):
             (data / f"input_{k}.pb").write_bytes(_tensor(cell.inputs[name], name).SerializeToString())
         prob = node_mod.load(str(model), data=str(data))

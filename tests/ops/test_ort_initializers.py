@@ -26,14 +26,26 @@ def arrays(seed=3):
 
 
 @pytest.mark.parametrize("copies", [1, 3])
-def test_an_initializer_is_one_constant_every_copy_reads_and_not_a_graph_input(copies):
+def test_each_copy_has_its_own_constant_and_it_is_not_a_graph_input(copies):
     spec, x = matmul(), arrays()
     model = onnx.load_from_string(ortlib.build_model(spec, dtypes.F32, copies, values=ortlib.initializer_values(spec, x)))
-    assert [i.name for i in model.graph.initializer] == ["B"]
-    assert np.array_equal(onnx.numpy_helper.to_array(model.graph.initializer[0]), x["B"])
+    assert [i.name for i in model.graph.initializer] == [f"B__{k}" for k in range(copies)]
+    assert all(np.array_equal(onnx.numpy_helper.to_array(t), x["B"]) for t in model.graph.initializer)
     assert [i.name for i in model.graph.input] == [f"A__{k}" for k in range(copies)]
-    assert [list(n.input) for n in model.graph.node] == [[f"A__{k}", "B"] for k in range(copies)]
+    assert [list(n.input) for n in model.graph.node] == [[f"A__{k}", f"B__{k}"] for k in range(copies)]
     onnx.checker.check_model(model, full_check=True)
+    plain = onnx.load_from_string(ortlib.build_model(spec, dtypes.F32, 1, plain_names=True, values=x))
+    assert [i.name for i in plain.graph.initializer] == ["B"] and [i.name for i in plain.graph.input] == ["A"]
+
+
+def test_k_copies_of_an_f16_node_with_a_constant_pay_k_times_every_node():
+    """One tensor shared by the copies: ORT cast it once for all of them (1 copy: 2 Casts and 1
+    MatMul; 3 copies: 7 Casts). One per copy: each copy pays its own, as each node of a model."""
+    spec = matmul()
+    x = {k: v.astype(np.float16) for k, v in arrays().items()}
+    out = {"Y": np.empty((M, N), np.float16)}
+    runs = {c: ortlib.node_runs(ortlib.build_model(spec, dtypes.F16, c, values=x), 1, x, out, spec, c) for c in (1, 3)}
+    assert runs[3] == {op: 3 * n for op, n in runs[1].items()}
 
 
 def test_ort_runs_the_constant_and_bound_does_not_bind_it():
@@ -57,7 +69,7 @@ def test_an_initializer_needs_its_value_of_its_declared_shape():
     spec = matmul()
     with pytest.raises(ValueError, match="initializer 'B' needs its value"):
         ortlib.build_model(spec, dtypes.F32)
-    with pytest.raises(ValueError, match=r"initializer 'B': value of shape \(5, 33\)"):
+    with pytest.raises(ValueError, match=r"initializer 'B__0': value of shape \(5, 33\)"):
         ortlib.build_model(spec, dtypes.F32, values={"B": np.zeros((N, K), np.float32)})
 
 

@@ -53,4 +53,11 @@ int64_t pb_llc_bytes(void);
  * (32 MB read + written). */
 int pb_stream_worth(int64_t ws);
 
+/* ---- cache blocking ----
+ * The per-core L1d and L2 sizes (pb_set_core_cache_bytes; the loader passes timing/caches.py's
+ * sysfs figures): the GEMM keeps one packed B micro-panel (kc x NR floats) in half the L1d and
+ * one packed A block (mc x kc) in half the L2 (matmul.c). */
+int64_t pb_l1d_bytes(void);
+int64_t pb_l2_bytes(void);
+
 #endif

@@ -1,0 +1,337 @@
+/* MatMul / Gemm entry points: validate, block for the host's caches, run over the pool.
+ *
+ * The blocked product (BLIS's loop order): B packed into NR-column panels of kc rows (all of B,
+ * once per call, or once outside the call through pb_matmul_pack_b); each work item is a block
+ * of at most mc rows of A and a group of B panels, and loops over K in kc steps: it packs its
+ * A block (mc x kc, kept in half the L2) and runs the tile kernel over every panel (kc x NR,
+ * kept in half the L1d) and every MR rows. f32 sums of Y accumulate in Y itself between K
+ * steps, f16/bf16 in an f32 block of the item's scratch. M = 1 without a packed B reads B once
+ * where it lies (the GEMV microkernel): packing would move B three times. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../internal.h"
+
+#define MM_MAGIC UINT64_C(0x7062676d6d70636b) /* "pbgmmpck" */
+#define MM_HEADER 64
+/* multiply-adds one more thread should get (~15-30 us on these hosts, the attention prefill's
+ * grain, which does the same arithmetic); GEMV: B elements one more thread should stream */
+#define PB_GRAIN_MATMUL 262144
+#define PB_GRAIN_GEMV 65536
+
+typedef struct {
+    uint64_t magic;
+    int32_t dtype, nr, kc, trans_b;
+    int64_t k, n, isa_lanes;
+} mm_header;
+
+typedef struct {
+    const pb_matmul_args *a;
+    const pb_isa *isa;
+    int di;
+    size_t es;
+    int64_t nr, kc, mc, npad;
+    int64_t icb, ngroups, gpanels; /* row blocks per batch, panel groups, panels per group */
+    int64_t b0;                      /* first batch of this region */
+    const float *bp;                 /* packed B */
+    /* B as packed: element (p, j) at b + p * brs + j * bcs for batch offset boff */
+    const char *b;
+    int64_t brs, bcs, boff;
+    int failed; /* a worker found no memory for its scratch (set atomically, read after the region) */
+} mm_ctx;
+
+static int64_t mm_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* element offsets of batch t's A and B (batch dims row-major) */
+static void mm_batch_offsets(const pb_matmul_args *a, int64_t t, int64_t *aoff, int64_t *boff) {
+    int64_t ao = 0, bo = 0;
+    for (int d = a->batch_rank - 1; d >= 0; d--) {
+        int64_t i = t % a->batch_dims[d];
+        t /= a->batch_dims[d];
+        ao += i * a->a_strides[d];
+        bo += i * a->b_strides[d];
+    }
+    *aoff = ao;
+    *boff = bo;
+}
+
+static void mm_blocking(const pb_isa *isa, int64_t k, int64_t *nr, int64_t *kc, int64_t *mc) {
+    *nr = 2 * isa->lanes;
+    int64_t kcv = pb_l1d_bytes() / 2 / (*nr * 4);
+    kcv = kcv < 64 ? 64 : kcv > 1024 ? 1024 : kcv / 8 * 8;
+    if (k > 0 && k < kcv) kcv = k;
+    *kc = kcv;
+    int64_t mcv = pb_l2_bytes() / 2 / (kcv * 4);
+    mcv = mcv < 6 ? 6 : mcv > 1020 ? 1020 : mcv / 6 * 6;
+    *mc = mcv;
+}
+
+/* panels [q0, q1) of the packed layout: K in kc steps, in each step every panel kcb x NR */
+typedef struct {
+    mm_ctx *c;
+    float *dst;
+} mm_pack_ctx;
+
+static void mm_pack_range(void *ctx, int64_t q0, int64_t q1) {
+    mm_pack_ctx *pc = (mm_pack_ctx *)ctx;
+    mm_ctx *c = pc->c;
+    const pb_matmul_args *a = c->a;
+    pb_matmul_pack_ukernel pack = c->isa->matmul_pack_b[c->di];
+    for (int64_t p0 = 0; p0 < a->k; p0 += c->kc) {
+        int64_t kcb = a->k - p0 < c->kc ? a->k - p0 : c->kc;
+        for (int64_t q = q0; q < q1; q++) {
+            int64_t j0 = q * c->nr, nc = a->n - j0 < c->nr ? a->n - j0 : c->nr;
+            pack(c->b + c->boff * (int64_t)c->es, c->brs, c->bcs, p0, kcb, j0, nc,
+                 pc->dst + p0 * c->npad + q * c->nr * kcb);
+        }
+    }
+}
+
+static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
+    mm_ctx *c = (mm_ctx *)ctx;
+    const pb_matmul_args *a = c->a;
+    const int64_t m = a->m, n = a->n, k = a->k, nr = c->nr, kc = c->kc, mc = c->mc;
+    const int f32 = a->dtype == PB_DTYPE_F32;
+    const int64_t gw = c->gpanels * nr;
+    float *ap = (float *)pb_scratch((size_t)(mc * kc + (f32 ? 0 : mc * gw)) * sizeof(float));
+    if (ap == NULL) {
+        __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    float *accbuf = ap + mc * kc;
+    pb_matmul_pack_ukernel pack_a = c->isa->matmul_pack_a[c->di];
+    pb_matmul_tile_ukernel tile = c->isa->matmul_tile[c->di];
+    const int64_t ars = a->trans_a ? 1 : k, acs = a->trans_a ? m : 1;
+    const int64_t npanels = (n + nr - 1) / nr;
+    const float beta = a->beta;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t g = t % c->ngroups, rest = t / c->ngroups;
+        int64_t ib = rest % c->icb, bt = c->b0 + rest / c->icb;
+        int64_t aoff, boff;
+        mm_batch_offsets(a, bt, &aoff, &boff);
+        const char *abase = (const char *)a->a + aoff * (int64_t)c->es;
+        char *ybase = (char *)a->y + bt * m * n * (int64_t)c->es;
+        int64_t i0 = ib * mc, mcb = m - i0 < mc ? m - i0 : mc;
+        int64_t q0 = g * c->gpanels, q1 = q0 + c->gpanels < npanels ? q0 + c->gpanels : npanels;
+        for (int64_t p0 = 0; p0 < k; p0 += kc) {
+            int64_t kcb = k - p0 < kc ? k - p0 : kc;
+            int load = p0 > 0, final = p0 + kcb >= k;
+            pack_a(abase, ars, acs, i0, mcb, p0, kcb, ap);
+            for (int64_t q = q0; q < q1; q++) {
+                const float *bpan = c->bp + p0 * c->npad + q * nr * kcb;
+                int64_t j0 = q * nr, nb = n - j0 < nr ? n - j0 : nr;
+                for (int64_t ir = 0; ir < mcb; ir += 6) {
+                    int64_t mr = mcb - ir < 6 ? mcb - ir : 6;
+                    int64_t i = i0 + ir;
+                    char *yt = ybase + (i * n + j0) * (int64_t)c->es;
+                    float *acc = f32 ? (float *)yt : accbuf + ir * gw + (j0 - q0 * nr);
+                    int64_t ldacc = f32 ? n : gw;
+                    const void *ct = (a->c != NULL && beta != 0.0f)
+                                         ? (const char *)a->c + (i * a->c_rs + j0 * a->c_cs) * (int64_t)c->es
+                                         : NULL;
+                    tile(ap + ir * kcb, bpan, kcb, acc, ldacc, load, final, mr, nb, yt, n, a->alpha, beta, ct, a->c_rs,
+                         a->c_cs);
+                }
+            }
+        }
+    }
+}
+
+typedef struct {
+    const pb_matmul_args *a;
+    pb_matmul_gemv_ukernel uk;
+    size_t es;
+    int64_t chunk, nchunks;
+} gemv_ctx;
+
+static void gemv_range(void *ctx, int64_t t0, int64_t t1) {
+    gemv_ctx *g = (gemv_ctx *)ctx;
+    const pb_matmul_args *a = g->a;
+    const int64_t k = a->k, n = a->n;
+    const int64_t xs = 1; /* one row of A (m == 1): contiguous whether transposed or not */
+    const int64_t rs = a->trans_b ? 1 : n, cs = a->trans_b ? k : 1;
+    const void *c = (a->c != NULL && a->beta != 0.0f) ? a->c : NULL;
+    /* items: (batch, row, column chunk); more than one row only where k == 0 (Y = beta * C) */
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t ch = t % g->nchunks, rest = t / g->nchunks, i = rest % a->m, bt = rest / a->m;
+        int64_t aoff, boff;
+        mm_batch_offsets(a, bt, &aoff, &boff);
+        int64_t j0 = ch * g->chunk, j1 = j0 + g->chunk < n ? j0 + g->chunk : n;
+        g->uk((const char *)a->a + aoff * (int64_t)g->es, xs, (const char *)a->b + boff * (int64_t)g->es, rs, cs, k,
+              j0, j1, (char *)a->y + (bt * a->m + i) * n * (int64_t)g->es, a->alpha, a->beta,
+              c ? (const char *)c + i * a->c_rs * (int64_t)g->es : NULL, a->c_cs);
+    }
+}
+
+static int mm_validate(const pb_matmul_args *a, const char *kernel, int64_t *batch_out) {
+    CHECK(pb_check_exec(&a->exec, kernel));
+    CHECK(pb_check_dtype(a->dtype, kernel));
+    if (a->batch_rank < 0 || a->batch_rank > 8)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: batch_rank=%d, expected 0..8", kernel, (int)a->batch_rank);
+    if (a->m < 0 || a->n < 0 || a->k < 0)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: m=%lld n=%lld k=%lld must be >= 0", kernel, (long long)a->m,
+                       (long long)a->n, (long long)a->k);
+    if ((a->trans_a != 0 && a->trans_a != 1) || (a->trans_b != 0 && a->trans_b != 1))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: trans_a=%d trans_b=%d, expected 0 or 1", kernel, (int)a->trans_a,
+                       (int)a->trans_b);
+    int64_t batch = 1, t;
+    for (int d = 0; d < a->batch_rank; d++) {
+        if (a->batch_dims[d] < 0 || a->a_strides[d] < 0 || a->b_strides[d] < 0)
+            return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: batch dim %d: size %lld, strides %lld/%lld must be >= 0", kernel,
+                           d, (long long)a->batch_dims[d], (long long)a->a_strides[d], (long long)a->b_strides[d]);
+        if (!pb_mul_ok(batch, a->batch_dims[d], &batch))
+            return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: the batch dims' product overflows", kernel);
+    }
+    if (a->c_rs < 0 || a->c_cs < 0)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: c_rs=%lld c_cs=%lld must be >= 0", kernel, (long long)a->c_rs,
+                       (long long)a->c_cs);
+    if (!isfinite(a->alpha) || !isfinite(a->beta))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: alpha=%g beta=%g must be finite", kernel, (double)a->alpha,
+                       (double)a->beta);
+    if (!pb_mul_ok(a->m, a->n, &t) || !pb_mul_ok(t, batch, &t) || !pb_mul_ok(a->m, a->k, &t) ||
+        !pb_mul_ok(a->k, a->n, &t))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: sizes overflow", kernel);
+    *batch_out = batch;
+    return PB_OK;
+}
+
+int pb_matmul_packed_bytes(int64_t k, int64_t n, int64_t *bytes_out) {
+    int64_t t;
+    if (bytes_out == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_packed_bytes: bytes_out is NULL");
+    if (k < 0 || n < 0) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_packed_bytes: k=%lld n=%lld must be >= 0",
+                                       (long long)k, (long long)n);
+    /* the widest path's panels (NR = 32 floats) so that any path's layout fits */
+    if (!pb_mul_ok(k, mm_round_up(n, 32), &t) || !pb_mul_ok(t, 4, &t) || t > PB_SIZE_LIMIT)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_packed_bytes: k x n overflows");
+    *bytes_out = t + MM_HEADER;
+    return PB_OK;
+}
+
+static void mm_ctx_init(mm_ctx *c, const pb_matmul_args *a, const pb_isa *isa) {
+    memset(c, 0, sizeof(*c));
+    c->a = a;
+    c->isa = isa;
+    c->di = pb_dtype_index(a->dtype);
+    c->es = pb_dtype_size(a->dtype);
+    mm_blocking(isa, a->k, &c->nr, &c->kc, &c->mc);
+    c->npad = mm_round_up(a->n, c->nr);
+    c->b = (const char *)a->b;
+    c->brs = a->trans_b ? 1 : a->n;
+    c->bcs = a->trans_b ? a->k : 1;
+}
+
+int pb_matmul_pack_b(const void *args) {
+    CHECK(pb_check_args(args, "matmul_pack_b"));
+    const pb_matmul_pack_args *pa = (const pb_matmul_pack_args *)args;
+    CHECK(pb_check_exec(&pa->exec, "matmul_pack_b"));
+    if (pa->problem == NULL || pa->out == NULL)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_pack_b: problem and out must not be NULL");
+    const pb_matmul_args *a = pa->problem;
+    int64_t batch, need;
+    CHECK(mm_validate(a, "matmul_pack_b", &batch));
+    if (a->b == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_pack_b: problem->b must not be NULL");
+    CHECK(pb_matmul_packed_bytes(a->k, a->n, &need));
+    if (pa->out_bytes < need)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_pack_b: out_bytes=%lld, needs %lld (pb_matmul_packed_bytes)",
+                       (long long)pa->out_bytes, (long long)need);
+    if (((uintptr_t)pa->out & 63) != 0)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_pack_b: out must be 64-byte aligned");
+    size_t bbytes = (size_t)(a->k * a->n) * pb_dtype_size(a->dtype);
+    if (pb_overlap(pa->out, (size_t)need, a->b, bbytes))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_pack_b: out overlaps B");
+    mm_ctx c;
+    mm_ctx_init(&c, a, pb_active_isa());
+    mm_header h = {MM_MAGIC, a->dtype, (int32_t)c.nr, (int32_t)c.kc, a->trans_b, a->k, a->n, c.isa->lanes};
+    memcpy(pa->out, &h, sizeof(h));
+    mm_pack_ctx pc = {&c, (float *)((char *)pa->out + MM_HEADER)};
+    int64_t npanels = c.npad / c.nr;
+    int32_t threads = pb_threads_for(pa->exec.num_threads, a->k * a->n, PB_GRAIN_GEMV);
+    return pb_parallel_for(threads, npanels, mm_pack_range, &pc);
+}
+
+int pb_matmul(const void *args) {
+    CHECK(pb_check_args(args, "matmul"));
+    const pb_matmul_args *a = (const pb_matmul_args *)args;
+    int64_t batch;
+    CHECK(mm_validate(a, "matmul", &batch));
+    if (batch == 0 || a->m == 0 || a->n == 0) return PB_OK;
+    if (a->a == NULL || a->y == NULL || (a->b == NULL && a->b_packed == NULL))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: a, y and b (or b_packed) must not be NULL");
+    const size_t es = pb_dtype_size(a->dtype);
+    const size_t ybytes = (size_t)(batch * a->m * a->n) * es;
+    /* the extents of A and B: the largest element offset + 1 */
+    int64_t aext = a->m * a->k, bext = a->k * a->n;
+    for (int d = 0; d < a->batch_rank; d++) {
+        aext += (a->batch_dims[d] - 1) * a->a_strides[d];
+        bext += (a->batch_dims[d] - 1) * a->b_strides[d];
+    }
+    if (pb_overlap(a->y, ybytes, a->a, (size_t)aext * es) ||
+        (a->b != NULL && pb_overlap(a->y, ybytes, a->b, (size_t)bext * es)))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: y overlaps a or b");
+    if (a->c != NULL) {
+        size_t cext = (size_t)((a->m - 1) * a->c_rs + (a->n - 1) * a->c_cs + 1) * es;
+        if (pb_overlap(a->y, ybytes, a->c, cext)) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: y overlaps c");
+    }
+    const pb_isa *isa = pb_active_isa();
+    int di = pb_dtype_index(a->dtype);
+    if (a->k == 0 || (a->m == 1 && a->b_packed == NULL)) {
+        /* Y = beta * C (k = 0), or the M = 1 GEMV reading B where it lies */
+        gemv_ctx g = {a, isa->matmul_gemv[di], es, 0, 0};
+        int32_t threads = pb_threads_for(a->exec.num_threads, batch * (a->k + 1) * a->n, PB_GRAIN_GEMV);
+        int64_t per = mm_round_up((a->n + threads - 1) / threads, 4 * isa->lanes);
+        g.chunk = per < a->n ? per : a->n;
+        g.nchunks = (a->n + g.chunk - 1) / g.chunk;
+        return pb_parallel_for(threads, batch * a->m * g.nchunks, gemv_range, &g);
+    }
+    mm_ctx c;
+    mm_ctx_init(&c, a, isa);
+    int bcast = 1; /* B the same for every batch */
+    for (int d = 0; d < a->batch_rank; d++) bcast &= a->b_strides[d] == 0 || a->batch_dims[d] == 1;
+    if (a->b_packed != NULL) {
+        mm_header h;
+        memcpy(&h, a->b_packed, sizeof(h));
+        if (((uintptr_t)a->b_packed & 63) != 0 || h.magic != MM_MAGIC || h.dtype != a->dtype || h.k != a->k ||
+            h.n != a->n || h.trans_b != a->trans_b || h.nr != c.nr || h.kc != c.kc || h.isa_lanes != isa->lanes)
+            return pb_fail(PB_ERR_INVALID_ARGUMENT,
+                           "matmul: b_packed was not packed for this problem on this path (pb_matmul_pack_b with the "
+                           "same dtype, k, n, trans_b, ISA path and cache sizes)");
+        if (!bcast) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: b_packed needs B broadcast over every batch dim");
+        int64_t need;
+        CHECK(pb_matmul_packed_bytes(a->k, a->n, &need));
+        if (pb_overlap(a->y, ybytes, a->b_packed, (size_t)need))
+            return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: y overlaps b_packed");
+    }
+    const int64_t npanels = c.npad / c.nr;
+    int64_t macs;
+    if (!pb_mul_ok(batch * a->m * a->n, a->k, &macs)) macs = INT64_MAX;
+    int32_t threads = pb_threads_for(a->exec.num_threads, macs, PB_GRAIN_MATMUL);
+    c.icb = (a->m + c.mc - 1) / c.mc;
+    int64_t items = (bcast ? batch : 1) * c.icb;
+    c.ngroups = items >= threads ? 1 : (threads + items - 1) / items;
+    if (c.ngroups > npanels) c.ngroups = npanels;
+    c.gpanels = (npanels + c.ngroups - 1) / c.ngroups;
+    c.ngroups = (npanels + c.gpanels - 1) / c.gpanels;
+    float *bpack = NULL;
+    if (a->b_packed == NULL) {
+        bpack = (float *)pb_scratch_slot(1, (size_t)(a->k * c.npad) * sizeof(float));
+        if (bpack == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul: no memory for the packed B");
+    }
+    int32_t pack_threads = pb_threads_for(a->exec.num_threads, a->k * a->n, PB_GRAIN_GEMV);
+    for (int64_t b0 = 0; b0 < batch; b0 += bcast ? batch : 1) {
+        if (bpack != NULL) {
+            int64_t aoff;
+            mm_batch_offsets(a, b0, &aoff, &c.boff);
+            mm_pack_ctx pc = {&c, bpack};
+            CHECK(pb_parallel_for(pack_threads, npanels, mm_pack_range, &pc));
+            c.bp = bpack;
+        } else {
+            c.bp = (const float *)((const char *)a->b_packed + MM_HEADER);
+        }
+        c.b0 = b0;
+        int64_t tasks = (bcast ? batch : 1) * c.icb * c.ngroups;
+        CHECK(pb_parallel_for(threads, tasks, mm_compute_range, &c));
+        if (c.failed) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul: no memory for a packed A block");
+    }
+    return PB_OK;
+}

@@ -1,0 +1,202 @@
+/* MatMul / Gemm microkernels (matmul.c drives them), instantiated per ISA path and dtype.
+ *
+ * The product runs on packed f32 panels: A in panels of PB_MM_MR rows (k-major: MR floats per k),
+ * B in panels of PB_MM_NR = 2 vectors of columns (NR floats per k), both zero-padded, f16/bf16
+ * converted to f32 while packing. The tile kernel keeps an MR x NR block of Y in 2 * MR vector
+ * registers: per k it loads two B vectors and broadcasts MR A values, 2 * MR independent FMA
+ * chains (12: enough to cover the 4-cycle FMA latency at 2 FMAs a cycle on AVX2, and it leaves
+ * 3 of AVX2's 16 registers for the operands). */
+#ifndef PB_MATMUL_ONCE
+#define PB_MATMUL_ONCE
+#define PB_MM_MR 6
+#define PB_MM_NR (2 * PB_LANES)
+#endif
+
+/* Rows [i0, i0 + mc) x k-columns [p0, p0 + kc) of A (element (i, p) at a[i * rs + p * cs]) into
+ * ceil(mc / MR) panels of MR x kc at dst, rows past mc zero. */
+static void PB_UK(PB_DT, matmul_pack_a)(const void *src, int64_t rs, int64_t cs, int64_t i0, int64_t mc, int64_t p0,
+                                        int64_t kc, float *dst) {
+    const T *a = (const T *)src;
+    for (int64_t q = 0; q < mc; q += PB_MM_MR) {
+        int64_t mr = mc - q < PB_MM_MR ? mc - q : PB_MM_MR;
+        float *d = dst + q * kc;
+        for (int r = 0; r < PB_MM_MR; r++) {
+            if (r < mr) {
+                const T *row = a + (i0 + q + r) * rs + p0 * cs;
+                for (int64_t p = 0; p < kc; p++) d[p * PB_MM_MR + r] = T_TO_F32(row[p * cs]);
+            } else {
+                for (int64_t p = 0; p < kc; p++) d[p * PB_MM_MR + r] = 0.0f;
+            }
+        }
+    }
+}
+
+/* k-rows [p0, p0 + kc) x columns [j0, j0 + nc) of B (element (p, j) at b[p * rs + j * cs]) into
+ * ceil(nc / NR) panels of kc x NR at dst, columns past nc zero. */
+static void PB_UK(PB_DT, matmul_pack_b)(const void *src, int64_t rs, int64_t cs, int64_t p0, int64_t kc, int64_t j0,
+                                        int64_t nc, float *dst) {
+    const T *b = (const T *)src;
+    for (int64_t q = 0; q < nc; q += PB_MM_NR) {
+        int64_t nr = nc - q < PB_MM_NR ? nc - q : PB_MM_NR;
+        float *d = dst + q * kc;
+        for (int64_t p = 0; p < kc; p++) {
+            const T *row = b + (p0 + p) * rs + (j0 + q) * cs;
+            float *o = d + p * PB_MM_NR;
+            if (cs == 1 && nr == PB_MM_NR) {
+                vf_store_f32(o, T_LOAD(row));
+                vf_store_f32(o + PB_LANES, T_LOAD(row + PB_LANES));
+            } else {
+                for (int64_t j = 0; j < PB_MM_NR; j++) o[j] = j < nr ? T_TO_F32(row[j * cs]) : 0.0f;
+            }
+        }
+    }
+}
+
+/* One row of a finished tile: v = alpha * acc (+ beta * C), stored as T (n <= NR columns). */
+static inline void PB_UK(PB_DT, mm_row_out)(vf v0, vf v1, int64_t n, T *y, float alpha, float beta, const T *c,
+                                           int64_t c_cs) {
+    v0 = vf_mul(v0, vf_set1(alpha));
+    v1 = vf_mul(v1, vf_set1(alpha));
+    if (c != NULL) {
+        float cb[PB_MM_NR];
+        for (int64_t j = 0; j < PB_MM_NR; j++) cb[j] = j < n ? beta * T_TO_F32(c[j * c_cs]) : 0.0f;
+        v0 = vf_add(v0, vf_load_f32(cb));
+        v1 = vf_add(v1, vf_load_f32(cb + PB_LANES));
+    }
+    if (n == PB_MM_NR) {
+        T_STORE(y, v0);
+        T_STORE(y + PB_LANES, v1);
+    } else if (n > PB_LANES) {
+        T_STORE(y, v0);
+        PB_UK(PB_DT, store_part)(y + PB_LANES, v1, n - PB_LANES);
+    } else if (n == PB_LANES) {
+        T_STORE(y, v0);
+    } else {
+        PB_UK(PB_DT, store_part)(y, v0, n);
+    }
+}
+
+/* The MRr x NR block of packed A panel ap times packed B panel bp over kc. load: start from the
+ * partial sums in acc (f32, row stride ldacc) instead of zero; final: store Y = alpha * sums +
+ * beta * C (c NULL: none) as T, n columns, rows mr; else store the sums back to acc. */
+static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block)(
+    const int MRr, const float *ap, const float *bp, int64_t kc, float *acc, int64_t ldacc, int load, int final,
+    int64_t n, T *y, int64_t ldy, float alpha, float beta, const T *c, int64_t c_rs, int64_t c_cs) {
+    vf c0[PB_MM_MR], c1[PB_MM_MR];
+#pragma GCC unroll 6
+    for (int r = 0; r < MRr; r++) c0[r] = c1[r] = vf_zero();
+    for (int64_t p = 0; p < kc; p++) {
+        const vf b0 = vf_load_f32(bp), b1 = vf_load_f32(bp + PB_LANES);
+#pragma GCC unroll 6
+        for (int r = 0; r < MRr; r++) {
+            const vf av = vf_set1(ap[r]);
+            c0[r] = vf_fmadd(av, b0, c0[r]);
+            c1[r] = vf_fmadd(av, b1, c1[r]);
+        }
+        ap += PB_MM_MR;
+        bp += PB_MM_NR;
+    }
+    for (int r = 0; r < MRr; r++) {
+        float *arow = acc + r * ldacc;
+        if (load) {
+            if (n == PB_MM_NR) {
+                c0[r] = vf_add(c0[r], vf_load_f32(arow));
+                c1[r] = vf_add(c1[r], vf_load_f32(arow + PB_LANES));
+            } else {
+                c0[r] = vf_add(c0[r], PB_UK(f32, load_part)(arow, n < PB_LANES ? n : PB_LANES, 0.0f));
+                if (n > PB_LANES) c1[r] = vf_add(c1[r], PB_UK(f32, load_part)(arow + PB_LANES, n - PB_LANES, 0.0f));
+            }
+        }
+        if (final) {
+            PB_UK(PB_DT, mm_row_out)(c0[r], c1[r], n, y + r * ldy, alpha, beta, c ? c + r * c_rs : NULL, c_cs);
+        } else if (n == PB_MM_NR) {
+            vf_store_f32(arow, c0[r]);
+            vf_store_f32(arow + PB_LANES, c1[r]);
+        } else {
+            PB_UK(f32, store_part)(arow, c0[r], n < PB_LANES ? n : PB_LANES);
+            if (n > PB_LANES) PB_UK(f32, store_part)(arow + PB_LANES, c1[r], n - PB_LANES);
+        }
+    }
+}
+
+/* The tile kernel of the registry: mr (1..MR) rows of packed A x one packed B panel, n (1..NR)
+ * columns; see mm_block. Specialized per row count, so each keeps its chains in registers. */
+static void PB_UK(PB_DT, matmul_tile)(const float *ap, const float *bp, int64_t kc, float *acc, int64_t ldacc,
+                                      int load, int final, int64_t mr, int64_t n, void *y, int64_t ldy, float alpha,
+                                      float beta, const void *c, int64_t c_rs, int64_t c_cs) {
+    T *yy = (T *)y;
+    const T *cc = (const T *)c;
+#define PB_MM_CASE(R)                                                                                            \
+    case R:                                                                                                      \
+        PB_UK(PB_DT, mm_block)(R, ap, bp, kc, acc, ldacc, load, final, n, yy, ldy, alpha, beta, cc, c_rs, c_cs); \
+        break;
+    switch (mr) {
+        PB_MM_CASE(1)
+        PB_MM_CASE(2)
+        PB_MM_CASE(3)
+        PB_MM_CASE(4)
+        PB_MM_CASE(5)
+        default:
+            PB_UK(PB_DT, mm_block)(PB_MM_MR, ap, bp, kc, acc, ldacc, load, final, n, yy, ldy, alpha, beta, cc, c_rs,
+                                   c_cs);
+    }
+#undef PB_MM_CASE
+}
+
+/* One row of A (x, k elements at stride xs) times B (element (p, j) at b[p * rs + j * cs]),
+ * columns [j0, j1): y[j] = alpha * sum_p x[p] B[p, j] + beta * C[j] (c NULL: none). The M = 1
+ * path, reading B once where it lies, no packing: with cs == 1 four vectors of columns at a
+ * time along B's rows; otherwise (B's columns contiguous: trans_b) dot products of 4 columns. */
+static void PB_UK(PB_DT, matmul_gemv)(const void *xv, int64_t xs, const void *bv, int64_t rs, int64_t cs, int64_t k,
+                                      int64_t j0, int64_t j1, void *yv, float alpha, float beta, const void *cv,
+                                      int64_t c_cs) {
+    const T *x = (const T *)xv, *b = (const T *)bv, *c = (const T *)cv;
+    T *y = (T *)yv;
+    float buf[4 * PB_LANES];
+    if (cs == 1) {
+        for (int64_t j = j0; j < j1; j += 4 * PB_LANES) {
+            int64_t w = j1 - j < 4 * PB_LANES ? j1 - j : 4 * PB_LANES;
+            vf s[4] = {vf_zero(), vf_zero(), vf_zero(), vf_zero()};
+            for (int64_t p = 0; p < k; p++) {
+                const vf xp = vf_set1(T_TO_F32(x[p * xs]));
+                const T *row = b + p * rs + j;
+                if (w == 4 * PB_LANES) {
+#pragma GCC unroll 4
+                    for (int u = 0; u < 4; u++) s[u] = vf_fmadd(xp, T_LOAD(row + u * PB_LANES), s[u]);
+                } else {
+                    for (int u = 0; u * PB_LANES < w; u++) {
+                        int64_t left = w - u * PB_LANES;
+                        vf bvv = left >= PB_LANES ? T_LOAD(row + u * PB_LANES)
+                                                  : PB_UK(PB_DT, load_part)(row + u * PB_LANES, left, 0.0f);
+                        s[u] = vf_fmadd(xp, bvv, s[u]);
+                    }
+                }
+            }
+            for (int u = 0; u < 4; u++) vf_store_f32(buf + u * PB_LANES, s[u]);
+            for (int64_t t = 0; t < w; t++) {
+                float v = alpha * buf[t];
+                if (c != NULL) v += beta * T_TO_F32(c[(j + t) * c_cs]);
+                buf[t] = v;
+            }
+            for (int64_t t = 0; t < w; t++) y[j + t] = T_FROM_F32(buf[t]);
+        }
+        return;
+    }
+    /* columns of B contiguous along k (rs == 1): per column a dot product of x and that column */
+    for (int64_t j = j0; j < j1; j++) {
+        const T *col = b + j * cs;
+        vf s0 = vf_zero(), s1 = vf_zero();
+        int64_t p = 0;
+        if (xs == 1 && rs == 1) {
+            for (; p + 2 * PB_LANES <= k; p += 2 * PB_LANES) {
+                s0 = vf_fmadd(T_LOAD(x + p), T_LOAD(col + p), s0);
+                s1 = vf_fmadd(T_LOAD(x + p + PB_LANES), T_LOAD(col + p + PB_LANES), s1);
+            }
+        }
+        float v = vf_hsum(vf_add(s0, s1));
+        for (; p < k; p++) v += T_TO_F32(x[p * xs]) * T_TO_F32(col[p * rs]);
+        v *= alpha;
+        if (c != NULL) v += beta * T_TO_F32(c[j * c_cs]);
+        y[j] = T_FROM_F32(v);
+    }
+}

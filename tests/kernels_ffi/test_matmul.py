@@ -1,0 +1,132 @@
+"""pb_matmul / pb_matmul_pack_b (issue 18) against a float64 product, on every ISA path this CPU
+runs, in f32, f16 and bf16: transposes, alpha/beta/C broadcast, batch broadcasting, K past one
+cache block (small cache sizes force the blocking on tiny shapes), M = 1 (the GEMV path), k = 0,
+B packed once outside the call; and the bad arguments C refuses with a status."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from perfbench import dtypes
+from perfbench.errors import NativeError, UsageError
+from perfbench.kernels_ffi import matmul as mm
+from tests.conftest import isas_to_test
+
+TOL = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}  # relative to 1 + |Y| per element; sums in f32, Y rounded
+
+
+@pytest.fixture()
+def small_caches(lib):
+    """L1d 4 KiB and L2 8 KiB: kc = 64 and mc = 12 rows, so K = 150 takes 3 K steps and M = 29 three
+    row blocks; restored after."""
+    lib.check(lib.lib.pb_set_core_cache_bytes(4096, 8192), "set caches")
+    yield lib
+    lib._set_llc()
+    lib.select_isa("auto")
+
+
+def _ref(A, B, ta, tb, alpha, beta, C):
+    a, b = A.astype(np.float64), B.astype(np.float64)
+    a = np.swapaxes(a, -1, -2) if ta else a
+    b = np.swapaxes(b, -1, -2) if tb else b
+    y = alpha * (a @ b)
+    return y + beta * C.astype(np.float64) if C is not None else y
+
+
+def _err(Y, ref):
+    return float(np.max(np.abs(Y.astype(np.float64) - ref) / (1 + np.abs(ref)))) if Y.size else 0.0
+
+
+SHAPES = [(1, 33, 17), (1, 150, 70), (3, 33, 5), (29, 150, 70), (6, 64, 64), (7, 5, 1)]
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
+def test_matmul_matches_float64_on_every_path(small_caches, dt):
+    lib = small_caches
+    rng = np.random.default_rng(5)
+    d = dtypes.get(dt)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        for (m, k, n), ta, tb, packed, threads in itertools.product(SHAPES, (0, 1), (0, 1), (0, 1), (1, 2)):
+            A = rng.standard_normal((k, m) if ta else (m, k)).astype(d.numpy)
+            B = rng.standard_normal((n, k) if tb else (k, n)).astype(d.numpy)
+            C = rng.standard_normal((n,)).astype(d.numpy)
+            Y = np.full((m, n), np.nan, d.numpy)
+            pk = mm.pack_b(lib, B, trans_b=bool(tb), threads=threads) if packed else None
+            mm.matmul(lib, A, B, Y, trans_a=bool(ta), trans_b=bool(tb), alpha=0.5, beta=-1.5, c=C, packed=pk,
+                      threads=threads).run()
+            err = _err(Y, _ref(A, B, ta, tb, 0.5, -1.5, C))
+            assert err <= TOL[dt], (isa, m, k, n, ta, tb, packed, threads, err)
+
+
+def test_batch_broadcasting_and_c_forms(small_caches):
+    lib = small_caches
+    rng = np.random.default_rng(6)
+    A = rng.standard_normal((2, 1, 13, 70)).astype(np.float32)
+    B = rng.standard_normal((3, 70, 9)).astype(np.float32)
+    Y = np.full((2, 3, 13, 9), np.nan, np.float32)
+    mm.matmul(lib, A, B, Y, threads=2).run()
+    np.testing.assert_allclose(Y, A @ B, rtol=1e-5, atol=1e-4)
+    A2, B2 = rng.standard_normal((13, 70)).astype(np.float32), rng.standard_normal((70, 9)).astype(np.float32)
+    for C in (np.float32(3.0) * np.ones((1,), np.float32), rng.standard_normal((13, 1)).astype(np.float32),
+              rng.standard_normal((13, 9)).astype(np.float32), rng.standard_normal((1, 9)).astype(np.float32)):
+        Y2 = np.empty((13, 9), np.float32)
+        mm.matmul(lib, A2, B2, Y2, alpha=2.0, beta=0.25, c=C).run()
+        np.testing.assert_allclose(Y2, 2.0 * (A2 @ B2) + 0.25 * C, rtol=1e-5, atol=1e-4)
+    # beta 0 ignores C, NaN included (Gemm)
+    Y2 = np.empty((13, 9), np.float32)
+    mm.matmul(lib, A2, B2, Y2, beta=0.0, c=np.full((13, 9), np.nan, np.float32)).run()
+    assert np.isfinite(Y2).all()
+
+
+def test_k_zero_gives_beta_times_c_and_empty_outputs_are_fine(lib):
+    A, B = np.zeros((4, 0), np.float32), np.zeros((0, 3), np.float32)
+    C = np.arange(3, dtype=np.float32)
+    Y = np.full((4, 3), np.nan, np.float32)
+    mm.matmul(lib, A, B, Y, beta=2.0, c=C).run()
+    assert np.array_equal(Y, np.tile(2.0 * C, (4, 1)))
+    mm.matmul(lib, A, B, Y).run()
+    assert np.array_equal(Y, np.zeros((4, 3), np.float32))
+    mm.matmul(lib, np.zeros((0, 5), np.float32), np.zeros((5, 3), np.float32), np.zeros((0, 3), np.float32)).run()
+
+
+def test_python_refuses_bad_arguments(lib):
+    f = np.zeros((4, 5), np.float32)
+    with pytest.raises(UsageError, match="inner dimensions differ"):
+        mm.matmul(lib, f, np.zeros((4, 3), np.float32), np.zeros((4, 3), np.float32))
+    with pytest.raises(UsageError, match=r"y must have shape \(4, 3\)"):
+        mm.matmul(lib, f, np.zeros((5, 3), np.float32), np.zeros((3, 4), np.float32))
+    with pytest.raises(UsageError, match="do not broadcast"):
+        mm.matmul(lib, np.zeros((2, 4, 5), np.float32), np.zeros((3, 5, 3), np.float32), np.zeros((2, 4, 3), np.float32))
+    with pytest.raises(UsageError, match="c of shape"):
+        mm.matmul(lib, f, np.zeros((5, 3), np.float32), np.zeros((4, 3), np.float32), c=np.zeros((2, 3), np.float32))
+    with pytest.raises(UsageError, match="alpha"):
+        mm.matmul(lib, f, np.zeros((5, 3), np.float32), np.zeros((4, 3), np.float32), alpha=float("inf"))
+    y = np.zeros((4, 5), np.float32)
+    with pytest.raises(UsageError, match="overlaps"):
+        mm.matmul(lib, y, np.zeros((5, 5), np.float32), y)
+    b = np.zeros((5, 3), np.float32)
+    with pytest.raises(UsageError, match="pack_b's result"):
+        mm.matmul(lib, f, b, np.zeros((4, 3), np.float32), packed=mm.pack_b(lib, b.copy()))
+    with pytest.raises(UsageError, match="dtype"):
+        mm.matmul(lib, f, b.astype(np.float16), np.zeros((4, 3), np.float32))
+
+
+def test_c_refuses_what_python_would_and_a_packed_b_of_another_problem(lib):
+    """The args struct filled by hand past the wrapper: C returns a status, nothing crashes."""
+    b = np.ones((5, 3), np.float32)
+    call = mm.matmul(lib, np.ones((4, 5), np.float32), b, np.zeros((4, 3), np.float32))
+    for field, value, msg in (("m", -1, "must be >= 0"), ("batch_rank", 9, "batch_rank"), ("trans_a", 2, "trans_a"),
+                              ("alpha", float("nan"), "finite")):
+        old = getattr(call.args, field)
+        setattr(call.args, field, value)
+        with pytest.raises(NativeError, match=msg):
+            call.run()
+        setattr(call.args, field, old)
+    other = mm.pack_b(lib, np.ones((5, 4), np.float32))  # n = 4: not this problem's B
+    call.args.b_packed = lib.ptr(other.buf)
+    with pytest.raises(NativeError, match="b_packed was not packed for this problem"):
+        call.run()
