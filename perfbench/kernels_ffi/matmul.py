@@ -17,7 +17,6 @@ from perfbench.errors import UsageError
 from perfbench.kernels_ffi.checks import check_array, check_no_overlap, check_threads, same_dtype, set_exec
 from perfbench.kernels_ffi.library import Library
 from perfbench.kernels_ffi.wrappers import KernelCall
-from perfbench.timing.protocol import page_aligned_empty
 
 MAX_BATCH_RANK = 8
 
@@ -131,6 +130,8 @@ def pack_b(lib: Library, b: np.ndarray, *, trans_b: bool = False, threads: int =
     kk, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
     a = np.zeros((1, kk), b.dtype)
     args, _, _ = _problem(lib, k, a, b, None, False, trans_b, 1.0, 0.0, None, threads, "cpu")
+    from perfbench.timing.protocol import page_aligned_empty  # (protocol imports the ops, which import this)
+
     nbytes = lib.ffi.new("int64_t*")
     lib.check(lib.lib.pb_matmul_packed_bytes(kk, n, nbytes), k)
     buf = page_aligned_empty(int(nbytes[0]), np.uint8)

@@ -1,8 +1,8 @@
 """ai.onnx MatMul (opset 13): numpy's matmul, batch dims broadcast, 1-D operands promoted (A (K,)
 to (1, K), B (K,) to (K, 1), the added dim dropped from Y). B is a runtime input or, as a model's
 weight, a constant initializer (`b_form`): ORT prepacks that at session creation and we pack it
-once outside the timed call (pb_matmul_pack_b), where B is one matrix; a batched B is read as it
-lies on both sides."""
+once outside the timed call (pb_matmul_pack_b), where B is one matrix; a batched constant B is
+read as it lies on our side (whether ORT prepacks it is not checked here)."""
 
 from __future__ import annotations
 
@@ -28,9 +28,11 @@ from perfbench.ops.base import (
 
 B_FORMS = ("input", "initializer")
 MAX_BATCH_RANK = 8
-# at most this many multiply-adds of B's bytes (M / 2 per f32 byte of B): below it a cell reads B
-# faster than it computes on every host measured (FMA peak / DRAM bandwidth: 117 GFLOP/s over
-# 29 GB/s = 4 flop per byte at 1 thread on the Zen 4), so its ceiling is bandwidth
+# rows of A up to which a cell is judged against bandwidth: a product does M / 2 flop per byte of an
+# f32 B and M per byte of an f16/bf16 one, so M <= 4 stays at or below 2-4 flop per byte, under
+# the FMA peak over DRAM bandwidth of the hosts measured (117 GFLOP/s over 29 GB/s = 4 at 1
+# thread on the Zen 4); a per-cell roofline (min of both) is what the issue's goals ask for and
+# is not built yet
 MEMORY_BOUND_MAX_M = 4
 
 

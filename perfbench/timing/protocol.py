@@ -8,7 +8,10 @@ overhead removed.
 * ORT (warm): the differential estimate. A graph of K copies of the node, each copy reading
   its own graph inputs and writing graph outputs (so ORT can neither merge copies nor share
   the Casts it inserts), all copies' inputs bound to the same buffers and all their outputs to
-  one shared buffer through IOBinding; per call = (t_K - t_1) / (K - 1).
+  one shared buffer through IOBinding; per call = (t_K - t_1) / (K - 1). A constant weight
+  (GraphSpec.initializers) is the one input each copy holds for itself, as each node of a model
+  does (ORT prepacks it per node); K is then capped so that the K copies' weights stay in the
+  cache level one copy's live in (k_cap_for_weights), as our side's one packed weight does.
 * Cold (both sides): each call timed alone after touching a buffer larger than the last-level
   cache (then quiescing our pool), minus that side's harness floor measured the same way (our
   no-op kernel; ORT's run of a graph with the cell's inputs and outputs, one element each).
@@ -47,6 +50,7 @@ from perfbench.errors import NativeError, UsageError
 from perfbench.kernels_ffi import EvictBuffer, wrappers
 from perfbench.ops import ort as ortlib
 from perfbench.ops.base import ELEM_TYPES, GraphSpec
+from perfbench.timing import caches
 from perfbench.timing.caches import last_level_bytes, sysfs_last_level_bytes
 
 SPIN_ON_US = 100  # our pool's spin time under the "on" policy
@@ -72,6 +76,29 @@ SUB_LOOPS = 5  # ours: a warm block is the median of this many timed sub-loops (
 TARGET_DIFF_NS = 300_000  # K is chosen so the K-copy run exceeds the 1-copy run by ~this
 MAX_K = 64
 ORT_PROVIDERS = {"cpu": "CPUExecutionProvider"}  # ORT on other devices comes with their kernels
+
+
+def _initializer_bytes(graph: GraphSpec, dt) -> int:
+    """Bytes of the graph's initializers (its constant weights) in the ORT dtype."""
+    return sum(math.prod(s) * (dt.itemsize if t == "float" else ELEM_TYPES[t].itemsize)
+               for n, t, s in graph.inputs if n in graph.initializers)
+
+
+def k_cap_for_weights(weight_bytes: int, threads: int) -> int:
+    """The most ORT copies whose weights stay in the cache level one copy's weights live in.
+    Each copy of the K-copy graph has its own constant weight, prepacked for that node as in a
+    model, while our side runs one packed weight over and over: K x 4 MiB (a 1024 x 1024 f32 B,
+    K ~ 8) would be timed from DRAM on ORT's side against ours from a 32 MiB L3. The level is the
+    smallest of the threads' L2s and the last-level cache holding twice the weights; weights
+    past half the last-level cache come from DRAM on both sides (no cap). MAX_K without weights."""
+    if weight_bytes <= 0:
+        return MAX_K
+    l2 = (caches.cache_bytes(2) or 0) * max(1, threads)
+    llc = last_level_bytes() or 0
+    for level in (l2, llc):
+        if level and 2 * weight_bytes <= level:
+            return max(2, level // (2 * weight_bytes))
+    return MAX_K
 
 
 @dataclass
@@ -201,7 +228,7 @@ class Harness:
         if graph is None or not any(n for n, _, _ in graph.inputs):
             graph, sig = None, None
         else:
-            sig = (tuple(t for n, t, _ in graph.inputs if n),
+            sig = (tuple(t for n, t, _ in graph.inputs if n and n not in graph.initializers),  # floor_graph's
                    tuple(o[2] if len(o) > 2 else "float" for o in graph.outputs if o[0]), ort_dt.name)
         key = ("ort-cold", spec.threads, spec.spin, spec.evict_bytes, sig)
         if key not in self._floors:
@@ -480,7 +507,8 @@ class Harness:
                         bound[1].run()
                     t1 = min(_time_once(bound[1]) for _ in range(5))
                 est = max(t1 - self.ort_warm_floor(spec), 200.0)
-                K = int(min(MAX_K, max(2, math.ceil(TARGET_DIFF_NS / est) + 1)))
+                K = int(min(MAX_K, max(2, math.ceil(TARGET_DIFF_NS / est) + 1),
+                            k_cap_for_weights(_initializer_bytes(graph, ort_dt), spec.threads)))
                 self.progress(f"{first}: calibration")
                 with ours_side(first):
                     calls[first].run()

@@ -62,6 +62,23 @@ def test_matmul_matches_float64_on_every_path(small_caches, dt):
             assert err <= TOL[dt], (isa, m, k, n, ta, tb, packed, threads, err)
 
 
+def test_two_threads_split_the_blocked_path_and_the_m1_path(small_caches):
+    """Shapes past the grain, so both threads work: items over row blocks and panel groups across
+    K steps (f16: sums in scratch between them), the M = 1 path over column chunks, B's packing."""
+    lib = small_caches
+    rng = np.random.default_rng(8)
+    for dt, (m, k, n) in itertools.product(("f32", "f16"), ((12, 700, 140), (1, 700, 3000))):
+        d = dtypes.get(dt)
+        A = rng.standard_normal((m, k)).astype(d.numpy)
+        B = rng.standard_normal((k, n)).astype(d.numpy)
+        for packed in (None, mm.pack_b(lib, B, threads=2)):
+            Y = np.full((m, n), np.nan, d.numpy)
+            before = int(lib.lib.pb_pool_multi_regions())
+            mm.matmul(lib, A, B, Y, packed=packed, threads=2).run()
+            assert int(lib.lib.pb_pool_multi_regions()) > before, (dt, m, k, n, packed is not None)
+            assert _err(Y, _ref(A, B, 0, 0, 1.0, 0.0, None)) <= TOL[dt], (dt, m, k, n)
+
+
 def test_batch_broadcasting_and_c_forms(small_caches):
     lib = small_caches
     rng = np.random.default_rng(6)

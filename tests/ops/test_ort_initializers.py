@@ -96,3 +96,18 @@ def test_first_session_and_the_floor_graph_leave_initializers_out_of_what_is_bou
 
 class _Op:
     ort_substitute = {}
+
+
+def test_k_is_capped_so_the_copies_weights_stay_in_the_level_of_one_copys(monkeypatch):
+    from perfbench.timing import caches, protocol
+
+    monkeypatch.setattr(caches, "cache_bytes", lambda level: {2: 1 << 20}.get(level))
+    monkeypatch.setattr(protocol, "last_level_bytes", lambda: 32 << 20)
+    assert protocol.k_cap_for_weights(0, 1) == protocol.MAX_K  # no weights
+    assert protocol.k_cap_for_weights(256 << 10, 1) == 2  # L2: 2 x 256 KiB fill half of 1 MiB
+    assert protocol.k_cap_for_weights(128 << 10, 2) == 8  # two threads' L2s: 2 MiB
+    assert protocol.k_cap_for_weights(4 << 20, 1) == 4  # L3: 4 x 4 MiB = half of 32 MiB
+    assert protocol.k_cap_for_weights(64 << 20, 1) == protocol.MAX_K  # DRAM on both sides
+    spec = matmul()
+    assert protocol._initializer_bytes(spec, dtypes.F16) == K * N * 2
+    assert protocol._initializer_bytes(matmul(initializers=()), dtypes.F32) == 0

@@ -33,6 +33,12 @@ int32_t pb_threads_for(int32_t max_threads, int64_t work, int64_t grain);
 #define PB_ATT_DECODE_GRAIN 32768  /* decode: key/value elements one more thread should stream */
 #define PB_ATT_MIN_SPLIT_KEYS 256  /* a key chunk of a split item is at least this long */
 #define PB_ATT_COPY_GRAIN 262144   /* elements of a KV-cache copy one more thread should get */
+/* MatMul (matmul.c): multiply-adds one more thread should get, taken from the attention
+ * prefill's grain, which does the same arithmetic (not yet measured for the GEMM itself); the
+ * M = 1 path and B's packing: elements of B one more thread should stream (the decode grain's
+ * order; not yet measured either) */
+#define PB_GRAIN_MATMUL 262144
+#define PB_GRAIN_GEMV 65536
 /* Elements per work item of plain copies (Concat, ScatterND's copy of data, a transpose that is
  * a copy). */
 #define PB_COPY_CHUNK 16384

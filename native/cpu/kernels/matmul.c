@@ -15,10 +15,9 @@
 
 #define MM_MAGIC UINT64_C(0x7062676d6d70636b) /* "pbgmmpck" */
 #define MM_HEADER 64
-/* multiply-adds one more thread should get (~15-30 us on these hosts, the attention prefill's
- * grain, which does the same arithmetic); GEMV: B elements one more thread should stream */
-#define PB_GRAIN_MATMUL 262144
-#define PB_GRAIN_GEMV 65536
+/* f16/bf16 items keep their f32 sums in scratch (mc rows x their panels): at most this many
+ * columns per item, so that a 32000-column projection does not ask for mc x 32000 floats */
+#define MM_ACC_MAX_COLS 1024
 
 typedef struct {
     uint64_t magic;
@@ -231,6 +230,8 @@ int pb_matmul_pack_b(const void *args) {
     int64_t batch, need;
     CHECK(mm_validate(a, "matmul_pack_b", &batch));
     if (a->b == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_pack_b: problem->b must not be NULL");
+    if (a->batch_rank != 0)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_pack_b: B is one (k, n) matrix: batch_rank must be 0");
     CHECK(pb_matmul_packed_bytes(a->k, a->n, &need));
     if (pa->out_bytes < need)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_pack_b: out_bytes=%lld, needs %lld (pb_matmul_packed_bytes)",
@@ -260,11 +261,17 @@ int pb_matmul(const void *args) {
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: a, y and b (or b_packed) must not be NULL");
     const size_t es = pb_dtype_size(a->dtype);
     const size_t ybytes = (size_t)(batch * a->m * a->n) * es;
-    /* the extents of A and B: the largest element offset + 1 */
-    int64_t aext = a->m * a->k, bext = a->k * a->n;
+    /* the extents of A and B: the largest element offset + 1 (checked: a hand-filled struct) */
+    int64_t aext = a->m * a->k, bext = a->k * a->n, t;
     for (int d = 0; d < a->batch_rank; d++) {
-        aext += (a->batch_dims[d] - 1) * a->a_strides[d];
-        bext += (a->batch_dims[d] - 1) * a->b_strides[d];
+        if (!pb_mul_ok(a->batch_dims[d] - 1, a->a_strides[d], &t) || (aext += t) > PB_SIZE_LIMIT ||
+            !pb_mul_ok(a->batch_dims[d] - 1, a->b_strides[d], &t) || (bext += t) > PB_SIZE_LIMIT)
+            return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: a batch stride overflows");
+    }
+    if (a->c != NULL) {
+        int64_t r, q;
+        if (!pb_mul_ok(a->m - 1, a->c_rs, &r) || !pb_mul_ok(a->n - 1, a->c_cs, &q) || r + q > PB_SIZE_LIMIT)
+            return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: c_rs/c_cs overflow");
     }
     if (pb_overlap(a->y, ybytes, a->a, (size_t)aext * es) ||
         (a->b != NULL && pb_overlap(a->y, ybytes, a->b, (size_t)bext * es)))
@@ -277,8 +284,11 @@ int pb_matmul(const void *args) {
     int di = pb_dtype_index(a->dtype);
     if (a->k == 0 || (a->m == 1 && a->b_packed == NULL)) {
         /* Y = beta * C (k = 0), or the M = 1 GEMV reading B where it lies */
+        if (a->b == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: b must not be NULL where m = 1 or k = 0");
         gemv_ctx g = {a, isa->matmul_gemv[di], es, 0, 0};
-        int32_t threads = pb_threads_for(a->exec.num_threads, batch * (a->k + 1) * a->n, PB_GRAIN_GEMV);
+        int64_t work;
+        if (!pb_mul_ok(batch * a->m, (a->k + 1) * a->n, &work)) work = INT64_MAX;
+        int32_t threads = pb_threads_for(a->exec.num_threads, work, PB_GRAIN_GEMV);
         int64_t per = mm_round_up((a->n + threads - 1) / threads, 4 * isa->lanes);
         g.chunk = per < a->n ? per : a->n;
         g.nchunks = (a->n + g.chunk - 1) / g.chunk;
@@ -311,10 +321,14 @@ int pb_matmul(const void *args) {
     c.ngroups = items >= threads ? 1 : (threads + items - 1) / items;
     if (c.ngroups > npanels) c.ngroups = npanels;
     c.gpanels = (npanels + c.ngroups - 1) / c.ngroups;
+    if (a->dtype != PB_DTYPE_F32 && c.gpanels * c.nr > MM_ACC_MAX_COLS) c.gpanels = MM_ACC_MAX_COLS / c.nr;
     c.ngroups = (npanels + c.gpanels - 1) / c.gpanels;
     float *bpack = NULL;
     if (a->b_packed == NULL) {
-        bpack = (float *)pb_scratch_slot(1, (size_t)(a->k * c.npad) * sizeof(float));
+        int64_t floats;
+        if (!pb_mul_ok(a->k, c.npad, &floats) || floats > PB_SIZE_LIMIT / 4)
+            return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: k x n overflows");
+        bpack = (float *)pb_scratch_slot(1, (size_t)floats * sizeof(float));
         if (bpack == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul: no memory for the packed B");
     }
     int32_t pack_threads = pb_threads_for(a->exec.num_threads, a->k * a->n, PB_GRAIN_GEMV);

@@ -146,7 +146,8 @@ static void PB_UK(PB_DT, matmul_tile)(const float *ap, const float *bp, int64_t 
 /* One row of A (x, k elements at stride xs) times B (element (p, j) at b[p * rs + j * cs]),
  * columns [j0, j1): y[j] = alpha * sum_p x[p] B[p, j] + beta * C[j] (c NULL: none). The M = 1
  * path, reading B once where it lies, no packing: with cs == 1 four vectors of columns at a
- * time along B's rows; otherwise (B's columns contiguous: trans_b) dot products of 4 columns. */
+ * time along B's rows; otherwise (B's columns contiguous: trans_b) one dot product per column,
+ * two vector accumulators. */
 static void PB_UK(PB_DT, matmul_gemv)(const void *xv, int64_t xs, const void *bv, int64_t rs, int64_t cs, int64_t k,
                                       int64_t j0, int64_t j1, void *yv, float alpha, float beta, const void *cv,
                                       int64_t c_cs) {
