@@ -24,6 +24,21 @@ static void PB_UK(PB_DT, matmul_pack_a)(const void *src, int64_t rs, int64_t cs,
     for (int64_t q = 0; q < mc; q += PB_MM_MR) {
         int64_t mr = mc - q < PB_MM_MR ? mc - q : PB_MM_MR;
         float *d = dst + q * kc;
+        if (cs == 1 && mr == PB_MM_MR) {
+            /* rows contiguous: each row's k values converted a vector at a time, then interleaved
+             * (a scalar f16 conversion per element made packing A cost as much as the product
+             * at M = 32, K = N = 1024 on 2 threads) */
+            float tmp[PB_MM_MR][PB_LANES];
+            int64_t p = 0;
+            for (; p + PB_LANES <= kc; p += PB_LANES) {
+                for (int r = 0; r < PB_MM_MR; r++) vf_store_f32(tmp[r], T_LOAD(a + (i0 + q + r) * rs + p0 + p));
+                for (int t = 0; t < PB_LANES; t++)
+                    for (int r = 0; r < PB_MM_MR; r++) d[(p + t) * PB_MM_MR + r] = tmp[r][t];
+            }
+            for (; p < kc; p++)
+                for (int r = 0; r < PB_MM_MR; r++) d[p * PB_MM_MR + r] = T_TO_F32(a[(i0 + q + r) * rs + p0 + p]);
+            continue;
+        }
         for (int r = 0; r < PB_MM_MR; r++) {
             if (r < mr) {
                 const T *row = a + (i0 + q + r) * rs + p0 * cs;
