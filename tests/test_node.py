@@ -398,3 +398,33 @@ def test_node_replicates_past_the_bound_is_a_usage_error(tmp_path):
     r = subprocess.run(perfbench_cmd() + ["node", str(tmp_path / "missing.onnx"), "--replicates", "1000000"],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 2 and "--replicates: 1000000 is not an integer in 2..1000" in r.stderr, r.stderr
+
+
+def _matmul_model(path, a_shape, w, y_shape, weight_as="initializer"):
+    init = [numpy_helper.from_array(w, "W")] if weight_as == "initializer" else []
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, a_shape)]
+    if weight_as != "initializer":
+        ins.append(helper.make_tensor_value_info("W", TensorProto.FLOAT, list(w.shape)))
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "g", ins,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)], initializer=init)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    onnx.save(m, str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("a_shape, w_shape, y_shape", [([2, 1, 5, 33], [3, 33, 7], [2, 3, 5, 7]),  # batch broadcast
+                                                       ([33], [33, 7], [7]),  # 1-D x
+                                                       ([2, 5, 33], [33], [2, 5])])  # 1-D weight
+def test_matmul_nodes_map_with_their_weight_as_a_constant(tmp_path, lib, a_shape, w_shape, y_shape):
+    """A model's MatMul weight (an initializer) maps to b_form=initializer; the same weight given
+    with --data is an input."""
+    w = np.random.default_rng(3).standard_normal(w_shape).astype(np.float32)
+    rep = node.run(_matmul_model(tmp_path / "mm.onnx", a_shape, w, y_shape), timing=False, lib=lib)
+    assert rep.exit_code == 0, node.render(rep)
+    assert rep.case.endswith("b_form=initializer") and ("W", "initializer", "float32", w_shape) in rep.inputs
+    data = write_data(tmp_path / "d", [("x", np.ones(a_shape, np.float32)), ("W", w)])
+    rep = node.run(_matmul_model(tmp_path / "mm_in.onnx", a_shape, w, y_shape, weight_as="input"), data=data,
+                   timing=False, lib=lib)
+    assert rep.exit_code == 0, node.render(rep)
+    assert rep.case.endswith("b_form=input")

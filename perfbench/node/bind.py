@@ -119,8 +119,10 @@ class NodeOp(Op):
             else:
                 outs.append(("", ()))
         imports = tuple((o.domain if o.domain != "ai.onnx" else "", o.version) for o in self.prob.model.opset_import)
+        # the model's initializers stay constants of ORT's graph (ORT prepacks a MatMul weight)
+        consts = tuple(f"i{k}" for k in sorted(self.info.constants) if self.info.inputs[k] is not None)
         return GraphSpec(self.info.op_type, self.info.domain, self.info.opset, ins, outs,
-                         opset_imports=imports, node_proto=self.prob.node)
+                         opset_imports=imports, node_proto=self.prob.node, initializers=consts)
 
     def output_shapes(self, case=None) -> dict:
         return {f"o{j}": s for j, s in self._out_shape.items()}

@@ -283,4 +283,5 @@ def node_info(prob: Problem) -> NodeInfo:
             dt = next((x.name for x in dtypes.ALL if x.numpy == spec[0]), str(spec[0]))
             break
     return NodeInfo(op_type=node.op_type, domain="" if node.domain in ("", "ai.onnx") else node.domain,
-                    opset=prob.opset, attrs=attrs, inputs=inputs, outputs=list(node.output), dtype=dt, values=values)
+                    opset=prob.opset, attrs=attrs, inputs=inputs, outputs=list(node.output), dtype=dt, values=values,
+                    constants={i for i, name in enumerate(node.input) if name and name in prob.initializers})

@@ -168,6 +168,9 @@ class NodeInfo:
     # given with --data), else None. Inputs that steer the computation (ReduceMean's axes,
     # Trilu's k, Reshape-like shapes) must be known: from_node raises NodeUnsupported otherwise.
     values: list = field(default_factory=list)
+    # node input indices that are initializers of the model (its constant weights: ORT prepacks
+    # them), as opposed to values given with --data
+    constants: set = field(default_factory=set)
 
     def value(self, index: int):
         """The known array of node input `index`, or None (absent or not known)."""

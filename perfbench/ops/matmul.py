@@ -176,8 +176,8 @@ class MatMul(Op):
     node_types = (("", "MatMul"),)
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
-        """ai.onnx MatMul (any opset): two float inputs of rank >= 1; B known before running (an
-        initializer) maps to b_form=initializer."""
+        """ai.onnx MatMul (any opset): two float inputs of rank >= 1; B an initializer of the model
+        maps to b_form=initializer (B given with --data stays an input)."""
         what = "MatMul"
         nh.node_inputs(node, what, 2, 2)
         nh.check_outputs(node, what)
@@ -189,6 +189,6 @@ class MatMul(Op):
             raise NodeUnsupported(f"{what} of an empty operand {a} @ {b}: nothing to compute")
         if len(a) > MAX_BATCH_RANK + 2 or len(b) > MAX_BATCH_RANK + 2:
             raise NodeUnsupported(f"{what} {a} @ {b}: more than {MAX_BATCH_RANK} batch dims")
-        form = "initializer" if node.value(1) is not None else "input"
+        form = "initializer" if 1 in node.constants else "input"  # a model's weight, not --data
         case = self.make_case({"a": shape_str(a), "b": shape_str(b), "b_form": form}, "perfbench node")
         return NodeBinding(case, {"A": 0, "B": 1}, {"Y": (0, _mnk(case)[6])})
