@@ -428,3 +428,27 @@ def test_matmul_nodes_map_with_their_weight_as_a_constant(tmp_path, lib, a_shape
                    timing=False, lib=lib)
     assert rep.exit_code == 0, node.render(rep)
     assert rep.case.endswith("b_form=input")
+
+
+def _node_graph(path):
+    from perfbench.node.bind import NodeOp, bind
+
+    prob = node.load(str(path), None, node.parse_dims(None))
+    info = node.node_info(prob)
+    op, binding = bind(prob, info)
+    return NodeOp(prob, info, op, binding).graph()
+
+
+def test_only_a_weight_the_op_declares_stays_a_constant_of_orts_node_graph(tmp_path):
+    """MatMul's initializer weight is a constant of ORT's graph (prepacked there); a Gather
+    table that is a model initializer stays bound (as constants, each of K copies would hold one)."""
+    w = np.ones((33, 7), np.float32)
+    assert _node_graph(_matmul_model(tmp_path / "mm.onnx", [5, 33], w, [5, 7])).initializers == ("i1",)
+    table = numpy_helper.from_array(np.ones((50, 8), np.float32), "T")
+    g = helper.make_graph([helper.make_node("Gather", ["T", "ids"], ["y"], axis=0)], "g",
+                          [helper.make_tensor_value_info("ids", TensorProto.INT64, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 8])], initializer=[table])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    onnx.save(m, str(tmp_path / "gather.onnx"))
+    assert _node_graph(tmp_path / "gather.onnx").initializers == ()

@@ -119,8 +119,12 @@ class NodeOp(Op):
             else:
                 outs.append(("", ()))
         imports = tuple((o.domain if o.domain != "ai.onnx" else "", o.version) for o in self.prob.model.opset_import)
-        # the model's initializers stay constants of ORT's graph (ORT prepacks a MatMul weight)
-        consts = tuple(f"i{k}" for k in sorted(self.info.constants) if self.info.inputs[k] is not None)
+        # a model's weight stays a constant of ORT's graph (ORT prepacks a MatMul weight) where the
+        # op's own graph declares that input an initializer; every other initializer of the model
+        # (an embedding table, a cos/sin cache, axes) is bound as before: as constants, each of K
+        # copies would hold its own (a 256 MiB table x 64), and ORT could fold a node of constants
+        mine = {idx for name, idx in self.binding.inputs.items() if name in self._base_graph.initializers}
+        consts = tuple(f"i{k}" for k in sorted(self.info.constants & mine) if self.info.inputs[k] is not None)
         return GraphSpec(self.info.op_type, self.info.domain, self.info.opset, ins, outs,
                          opset_imports=imports, node_proto=self.prob.node, initializers=consts)
 

@@ -211,7 +211,7 @@ def time_node(lib, nop: NodeOp, prob: Problem, threads: int, replicates: int, pr
     graph = nop.graph()
     out = CellOutcome(isa=lib.isa_active)
     try:
-        ort_dt, _ = ortlib.first_session(nop, graph, dt, threads, "off")
+        ort_dt, _ = ortlib.first_session(nop, graph, dt, threads, "off", inputs)
     except Exception:  # noqa: BLE001 - ORT cannot load it in any dtype: ours alone
         ort_dt = None
     res = {"ours_median_ns": None, "ort_median_ns": None, "replicates": replicates, "K": None, "ratio": None,

@@ -89,8 +89,11 @@ def k_cap_for_weights(weight_bytes: int, threads: int) -> int:
     Each copy of the K-copy graph has its own constant weight, prepacked for that node as in a
     model, while our side runs one packed weight over and over: K x 4 MiB (a 1024 x 1024 f32 B,
     K ~ 8) would be timed from DRAM on ORT's side against ours from a 32 MiB L3. The level is the
-    smallest of the threads' L2s and the last-level cache holding twice the weights; weights
-    past half the last-level cache come from DRAM on both sides (no cap). MAX_K without weights."""
+    smallest of the threads' L2s and the last-level cache holding twice the weights. Past half
+    the last-level cache: K = 2, the fewest (ORT's second copy then comes from DRAM while ours may
+    still be in L3 up to the whole LLC: a bias against ORT no K removes; and K copies of a large
+    weight make a model past protobuf's 2 GiB). The level is judged on ORT's bytes; our packed
+    copy is f32 (twice an f16 weight). MAX_K without weights."""
     if weight_bytes <= 0:
         return MAX_K
     l2 = (caches.cache_bytes(2) or 0) * max(1, threads)
@@ -98,7 +101,7 @@ def k_cap_for_weights(weight_bytes: int, threads: int) -> int:
     for level in (l2, llc):
         if level and 2 * weight_bytes <= level:
             return max(2, level // (2 * weight_bytes))
-    return MAX_K
+    return 2
 
 
 @dataclass
@@ -225,7 +228,7 @@ class Harness:
         and element types, each of one element; ortlib.floor_graph) run cold, the way cells are.
         Without `graph`: the 1-input Identity graph (the floor before issue 17, which left ORT's
         cold per-input cost of a many-input op in its time)."""
-        if graph is None or not any(n for n, _, _ in graph.inputs):
+        if graph is None or not any(n and n not in graph.initializers for n, _, _ in graph.inputs):
             graph, sig = None, None
         else:
             sig = (tuple(t for n, t, _ in graph.inputs if n and n not in graph.initializers),  # floor_graph's

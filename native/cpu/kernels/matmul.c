@@ -1,10 +1,10 @@
 /* MatMul / Gemm entry points: validate, block for the host's caches, run over the pool.
  *
- * The blocked product (BLIS's loop order): B packed into NR-column panels of kc rows (all of B,
- * once per call, or once outside the call through pb_matmul_pack_b); each work item is a block
- * of at most mc rows of A and a group of B panels, and loops over K in kc steps: it packs its
- * A block (mc x kc, kept in half the L2) and runs the tile kernel over every panel (kc x NR,
- * kept in half the L1d) and every MR rows. f32 sums of Y accumulate in Y itself between K
+ * The blocked product (BLIS's loop order): each work item is a block of at most mc rows of A and
+ * a group of B's NR-column panels, and loops over K in kc steps: it packs its A block (mc x kc,
+ * sized for half the L2) and, unless B was packed once outside the call (pb_matmul_pack_b), its
+ * kc x panels block of B (at most half the L2's worth of columns), then runs the tile kernel over
+ * every panel (kc x NR, sized for half the L1d) and every MR rows. f32 sums of Y accumulate in Y itself between K
  * steps, f16/bf16 in an f32 block of the item's scratch. M = 1 without a packed B reads B once
  * where it lies (the GEMV microkernel): packing would move B three times. */
 #include <math.h>
@@ -164,7 +164,8 @@ static void gemv_range(void *ctx, int64_t t0, int64_t t1) {
         int64_t aoff, boff;
         mm_batch_offsets(a, bt, &aoff, &boff);
         int64_t j0 = ch * g->chunk, j1 = j0 + g->chunk < n ? j0 + g->chunk : n;
-        g->uk((const char *)a->a + aoff * (int64_t)g->es, xs, (const char *)a->b + boff * (int64_t)g->es, rs, cs, k,
+        const char *bb = a->b != NULL ? (const char *)a->b + boff * (int64_t)g->es : (const char *)a->a; /* k = 0: unread */
+        g->uk((const char *)a->a + aoff * (int64_t)g->es, xs, bb, rs, cs, k,
               j0, j1, (char *)a->y + (bt * a->m + i) * n * (int64_t)g->es, a->alpha, a->beta,
               c ? (const char *)c + i * a->c_rs * (int64_t)g->es : NULL, a->c_cs);
     }
@@ -291,7 +292,7 @@ int pb_matmul(const void *args) {
     int di = pb_dtype_index(a->dtype);
     if (a->k == 0 || (a->m == 1 && a->b_packed == NULL)) {
         /* Y = beta * C (k = 0), or the M = 1 GEMV reading B where it lies */
-        if (a->b == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: b must not be NULL where m = 1 or k = 0");
+        if (a->b == NULL && a->k > 0) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: b must not be NULL where m = 1");
         gemv_ctx g = {a, isa->matmul_gemv[di], es, 0, 0};
         int64_t work;
         if (!pb_mul_ok(batch * a->m, (a->k + 1) * a->n, &work)) work = INT64_MAX;
