@@ -452,3 +452,25 @@ def test_only_a_weight_the_op_declares_stays_a_constant_of_orts_node_graph(tmp_p
     m.ir_version = 9
     onnx.save(m, str(tmp_path / "gather.onnx"))
     assert _node_graph(tmp_path / "gather.onnx").initializers == ()
+
+
+@pytest.mark.parametrize("c_shape", [None, [], [1, 7], [5, 1]])
+def test_gemm_nodes_with_transposes_and_c_broadcasts(tmp_path, lib, c_shape):
+    """transA/transB, alpha/beta, C as a 0-d scalar, a (1, N) row or an (M, 1) column; the weight
+    an initializer (prepacked by ORT, by us outside the call)."""
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((7, 33)).astype(np.float32)  # (N, K): transB = 1
+    init = [numpy_helper.from_array(w, "W")]
+    ins = ["x", "W"]
+    if c_shape is not None:
+        init.append(numpy_helper.from_array(rng.standard_normal(c_shape).astype(np.float32), "C"))
+        ins.append("C")
+    g = helper.make_graph([helper.make_node("Gemm", ins, ["y"], alpha=0.5, beta=2.0, transA=1, transB=1)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [33, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 7])], initializer=init)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 9
+    onnx.save(m, str(tmp_path / "gemm.onnx"))
+    rep = node.run(str(tmp_path / "gemm.onnx"), timing=False, lib=lib)
+    assert rep.exit_code == 0, node.render(rep)
+    assert "trans_a=1.trans_b=1.alpha=0.5.beta=2.0" in rep.case and rep.case.endswith("b_form=initializer")

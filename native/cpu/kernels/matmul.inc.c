@@ -58,6 +58,21 @@ static void PB_UK(PB_DT, matmul_pack_b)(const void *src, int64_t rs, int64_t cs,
     for (int64_t q = 0; q < nc; q += PB_MM_NR) {
         int64_t nr = nc - q < PB_MM_NR ? nc - q : PB_MM_NR;
         float *d = dst + q * kc;
+        if (rs == 1 && nr == PB_MM_NR) {
+            /* columns contiguous along k (transB, nn.Linear's (N, K) weight): each column's k values
+             * converted a vector at a time, then interleaved; element by element, packing B at run
+             * time made 32 x 1024 x 1024 transB 3.3x ORT's time (Zen 4, 1 thread) */
+            float tmp[PB_MM_NR][PB_LANES];
+            int64_t p = 0;
+            for (; p + PB_LANES <= kc; p += PB_LANES) {
+                for (int j = 0; j < PB_MM_NR; j++) vf_store_f32(tmp[j], T_LOAD(b + (j0 + q + j) * cs + p0 + p));
+                for (int t = 0; t < PB_LANES; t++)
+                    for (int j = 0; j < PB_MM_NR; j++) d[(p + t) * PB_MM_NR + j] = tmp[j][t];
+            }
+            for (; p < kc; p++)
+                for (int j = 0; j < PB_MM_NR; j++) d[p * PB_MM_NR + j] = T_TO_F32(b[(j0 + q + j) * cs + p0 + p]);
+            continue;
+        }
         for (int64_t p = 0; p < kc; p++) {
             const T *row = b + (p0 + p) * rs + (j0 + q) * cs;
             float *o = d + p * PB_MM_NR;
