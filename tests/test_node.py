@@ -454,7 +454,7 @@ def test_only_a_weight_the_op_declares_stays_a_constant_of_orts_node_graph(tmp_p
     assert _node_graph(tmp_path / "gather.onnx").initializers == ()
 
 
-@pytest.mark.parametrize("c_shape", [None, [], [1, 7], [5, 1]])
+@pytest.mark.parametrize("c_shape", [None, [], [1, 1], [7], [1, 7], [5, 1], [5, 7]])
 def test_gemm_nodes_with_transposes_and_c_broadcasts(tmp_path, lib, c_shape):
     """transA/transB, alpha/beta, C as a 0-d scalar, a (1, N) row or an (M, 1) column; the weight
     an initializer (prepacked by ORT, by us outside the call)."""
@@ -474,3 +474,20 @@ def test_gemm_nodes_with_transposes_and_c_broadcasts(tmp_path, lib, c_shape):
     rep = node.run(str(tmp_path / "gemm.onnx"), timing=False, lib=lib)
     assert rep.exit_code == 0, node.render(rep)
     assert "trans_a=1.trans_b=1.alpha=0.5.beta=2.0" in rep.case and rep.case.endswith("b_form=initializer")
+
+
+def test_gemm_with_a_constant_weight_and_a_runtime_c(tmp_path, lib):
+    """B a model constant, C a graph input: b_form=initializer (ORT prepacks B); C bound per run."""
+    w = np.random.default_rng(5).standard_normal((33, 7)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "W", "c"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 33]),
+                           helper.make_tensor_value_info("c", TensorProto.FLOAT, [7])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 7])],
+                          initializer=[numpy_helper.from_array(w, "W")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 9
+    onnx.save(m, str(tmp_path / "gemm_c.onnx"))
+    rep = node.run(str(tmp_path / "gemm_c.onnx"), timing=False, lib=lib)
+    assert rep.exit_code == 0, node.render(rep)
+    assert rep.case.endswith("c=row.b_form=initializer")
+    assert _node_graph(tmp_path / "gemm_c.onnx").initializers == ("i1",)

@@ -194,16 +194,22 @@ class Gemm(Op):
     def from_node(self, node: NodeInfo) -> NodeBinding:
         """ai.onnx Gemm (opset 7+: C optional from 11): 2-D A and B, C broadcastable to (M, N) as a
         scalar, (N,), (1, N), (M, 1) or (M, N); B an initializer of the model maps to
-        b_form=initializer (then C must be one too, or absent)."""
+        b_form=initializer (a runtime C is then bound per run, as the node's graph keeps only
+        the model's constants constant)."""
         what = "Gemm"
+        if node.opset < 7:
+            raise NodeUnsupported(f"{what} (opset {node.opset}): the `broadcast` attribute of opsets before 7 is "
+                                  "not mapped (ORT has no CPU kernel below 7 either)")
         ins = nh.node_inputs(node, what, 2, 3)
+        if node.opset < 11 and (len(ins) < 3 or ins[2] is None):
+            raise UsageError(f"{what} (opset {node.opset}) needs C before opset 11")
         nh.check_outputs(node, what)
         nh.check_attrs(node, what, ("alpha", "beta", "transA", "transB"))
         nh.same_float_inputs(node, what, [i for i in range(3) if i < len(ins) and ins[i] is not None])
         a, b = nh.node_shape(node, 0, what), nh.node_shape(node, 1, what)
         if len(a) != 2 or len(b) != 2:
             raise UsageError(f"{what}: A and B must be 2-D, got {a} and {b}")
-        ta, tb = int(node.attr("transA", 0)), int(node.attr("transB", 0))
+        ta, tb = int(node.attr("transA", 0) != 0), int(node.attr("transB", 0) != 0)  # any nonzero transposes
         m, k = (a[1], a[0]) if ta else a
         kb, n = (b[1], b[0]) if tb else b
         if k != kb:
@@ -213,14 +219,16 @@ class Gemm(Op):
         c_form = "none"
         if len(ins) > 2 and ins[2] is not None:
             cs = tuple(nh.node_shape(node, 2, what))
-            forms = {(): "scalar", (1,): "scalar", (1, 1): "scalar", (n,): "row", (1, n): "row", (m, 1): "col",
-                     (m, n): "full"}
-            if cs not in forms:
+            # the first form that fits, in this order (where M or N is 1 several fit, all alike):
+            # the node's C is reshaped to the case's (same element count)
+            for form, fits in (("scalar", cs in ((), (1,), (1, 1))), ("row", cs in ((n,), (1, n))),
+                               ("col", cs == (m, 1)), ("full", cs == (m, n))):
+                if fits:
+                    c_form = form
+                    break
+            else:
                 raise UsageError(f"{what}: C of shape {cs} does not broadcast to (M, N) = ({m}, {n})")
-            c_form = forms[cs]  # the node's C is reshaped to the case's (same element count)
         b_const = 1 in node.constants
-        if b_const and c_form != "none" and 2 not in node.constants:
-            raise NodeUnsupported(f"{what}: B a model constant with C a runtime input: our case makes both constants")
         case = self.make_case({"m": m, "k": k, "n": n, "trans_a": ta, "trans_b": tb,
                                "alpha": el.float32_str(node.attr("alpha", 1.0)),
                                "beta": el.float32_str(node.attr("beta", 1.0)), "c": c_form,
