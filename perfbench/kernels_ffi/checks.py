@@ -3,8 +3,11 @@ dtypes, shapes, integers. One wording per check; each raises UsageError naming t
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from perfbench import dtypes
 from perfbench.errors import UsageError
 
 MAX_THREADS = 256
@@ -111,3 +114,24 @@ def in_place_or_disjoint(kernel: str, x: np.ndarray, y: np.ndarray) -> None:
     """y is x (the same buffer: in place) or shares no memory with it."""
     if _shares(x, y) and not same_buffer(x, y):
         raise UsageError(f"{kernel}: x and y overlap partially (in place needs y to be x)")
+
+
+def float_dtype(a: np.ndarray, name: str, kernel: str) -> dtypes.DType:
+    """The float dtype (f32, f16, bf16) of an array, or a UsageError naming the kernel and array."""
+    try:
+        return dtypes.of_array(a)
+    except UsageError as e:
+        raise UsageError(f"{kernel}: {name}: {e}") from None
+
+
+def float32_arg(kernel: str, name: str, value) -> float:
+    """A number argument (not a bool) that is finite in float32, as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise UsageError(f"{kernel}: {name}={value!r} must be a number")
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond double
+        v = math.inf
+    if not math.isfinite(v) or abs(v) > float(np.finfo(np.float32).max):
+        raise UsageError(f"{kernel}: {name}={value!r} must be finite (in float32)")
+    return v

@@ -4,13 +4,18 @@ again and returns a status rather than crash)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from perfbench import dtypes
 from perfbench.errors import UsageError
-from perfbench.kernels_ffi.checks import check_array, check_threads, in_place_or_disjoint, same_dtype, set_exec
+from perfbench.kernels_ffi.checks import (
+    check_array,
+    check_threads,
+    float32_arg,
+    float_dtype,
+    in_place_or_disjoint,
+    same_dtype,
+    set_exec,
+)
 from perfbench.kernels_ffi.library import Library
 from perfbench.kernels_ffi.wrappers import KernelCall
 
@@ -19,11 +24,6 @@ GELU_MODES = {"none": 0, "tanh": 1}  # PB_GELU_ERF, PB_GELU_TANH
 SIGMOID_PLAIN, SIGMOID_MUL = 0, 1  # PB_SIGMOID_PLAIN, PB_SIGMOID_MUL
 
 
-def _float_dtype(a: np.ndarray, name: str, kernel: str) -> dtypes.DType:
-    try:
-        return dtypes.of_array(a)
-    except UsageError as e:
-        raise UsageError(f"{kernel}: {name}: {e}") from None
 
 
 
@@ -33,7 +33,7 @@ def _binary(kernel: str, lib: Library, a: np.ndarray, b: np.ndarray, y: np.ndarr
     check_array(a, "a", kernel)
     check_array(b, "b", kernel)
     check_array(y, "y", kernel, writeable=True)
-    dt = _float_dtype(a, "a", kernel)
+    dt = float_dtype(a, "a", kernel)
     same_dtype(kernel, "a", a, b=b, y=y)
     try:
         shape = np.broadcast_shapes(a.shape, b.shape)
@@ -95,7 +95,7 @@ def gelu(lib: Library, x: np.ndarray, y: np.ndarray, *, approximate: str = "none
     k = "gelu"
     check_array(x, "x", k)
     check_array(y, "y", k, writeable=True)
-    dt = _float_dtype(x, "x", k)
+    dt = float_dtype(x, "x", k)
     same_dtype(k, "x", x, y=y, bias=bias)
     if approximate not in GELU_MODES:
         raise UsageError(f"{k}: approximate={approximate!r}, expected 'none' or 'tanh'")
@@ -128,17 +128,10 @@ def sigmoid(lib: Library, x: np.ndarray, y: np.ndarray, *, alpha: float | None =
     k = "sigmoid"
     check_array(x, "x", k)
     check_array(y, "y", k, writeable=True)
-    dt = _float_dtype(x, "x", k)
+    dt = float_dtype(x, "x", k)
     same_dtype(k, "x", x, y=y)
     if alpha is not None:
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)):
-            raise UsageError(f"{k}: alpha={alpha!r} must be a number")
-        try:
-            a = float(alpha)
-        except OverflowError:  # an int beyond double
-            a = math.inf
-        if not math.isfinite(a) or abs(a) > float(np.finfo(np.float32).max):
-            raise UsageError(f"{k}: alpha={alpha!r} must be finite (in float32)")
+        float32_arg(k, "alpha", alpha)
     if y.shape != x.shape:
         raise UsageError(f"{k}: y shape {y.shape} differs from x shape {x.shape}")
     in_place_or_disjoint(k, x, y)
@@ -186,7 +179,7 @@ def reduce_mean(lib: Library, x: np.ndarray, y: np.ndarray, *, axes=None, thread
     k = "reduce_mean"
     check_array(x, "x", k)
     check_array(y, "y", k, writeable=True)
-    dt = _float_dtype(x, "x", k)
+    dt = float_dtype(x, "x", k)
     same_dtype(k, "x", x, y=y)
     outer, reduce, inner = reduce_span(tuple(x.shape), axes)
     red = set(normalize_axes(x.ndim, axes))

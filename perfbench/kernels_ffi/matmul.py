@@ -7,14 +7,20 @@ most 8 dims). C (Gemm) is None or an array broadcastable to (M, N)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from perfbench import dtypes
 from perfbench.errors import UsageError
-from perfbench.kernels_ffi.checks import check_array, check_no_overlap, check_threads, same_dtype, set_exec
+from perfbench.kernels_ffi.checks import (
+    check_array,
+    check_no_overlap,
+    check_threads,
+    float32_arg,
+    float_dtype,
+    same_dtype,
+    set_exec,
+)
 from perfbench.kernels_ffi.library import Library
 from perfbench.kernels_ffi.wrappers import KernelCall
 
@@ -30,25 +36,13 @@ class PackedB:
     trans_b: bool
 
 
-def _float(x, name: str, k: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.floating, np.integer)):
-        raise UsageError(f"{k}: {name}={x!r} must be a number")
-    v = float(x)
-    if not math.isfinite(v) or abs(v) > float(np.finfo(np.float32).max):
-        raise UsageError(f"{k}: {name}={x!r} must be finite (in float32)")
-    return v
-
-
 def _problem(lib: Library, k: str, a: np.ndarray, b: np.ndarray, y: np.ndarray | None, trans_a: bool, trans_b: bool,
              alpha: float, beta: float, c: np.ndarray | None, threads: int, device: str):
     check_array(a, "a", k)
     check_array(b, "b", k)
     if y is not None:
         check_array(y, "y", k, writeable=True)
-    try:
-        dt = dtypes.of_array(a)
-    except UsageError as e:
-        raise UsageError(f"{k}: a: {e}") from None
+    dt = float_dtype(a, "a", k)
     same_dtype(k, "a", a, b=b, y=y, c=c)
     if a.ndim < 2 or b.ndim < 2:
         raise UsageError(f"{k}: a and b must be at least 2-D (got {a.shape} and {b.shape}): reshape a 1-D operand "
@@ -80,7 +74,7 @@ def _problem(lib: Library, k: str, a: np.ndarray, b: np.ndarray, y: np.ndarray |
     for d, s in enumerate(batch):
         args.batch_dims[d] = s
     args.m, args.n, args.k = m, n, ka
-    args.alpha, args.beta = _float(alpha, "alpha", k), _float(beta, "beta", k)
+    args.alpha, args.beta = float32_arg(k, "alpha", alpha), float32_arg(k, "beta", beta)
     if c is not None:
         check_array(c, "c", k)
         if c.ndim > 2:
