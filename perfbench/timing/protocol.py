@@ -87,8 +87,9 @@ def _initializer_bytes(graph: GraphSpec, dt) -> int:
 def k_cap_for_weights(weight_bytes: int, threads: int) -> int:
     """The most ORT copies whose weights stay in the cache level one copy's weights live in.
     Each copy of the K-copy graph has its own constant weight, prepacked for that node as in a
-    model, while our side runs one packed weight over and over: K x 4 MiB (a 1024 x 1024 f32 B,
-    K ~ 8) would be timed from DRAM on ORT's side against ours from a 32 MiB L3. The level is the
+    model, while our side runs one packed weight over and over: K x 4 MiB (a 1024 x 1024 f32 B; K
+    reaches MAX_K for a fast cell) can be timed from DRAM on ORT's side against ours from a 32 MiB
+    L3. The level is the
     smallest of the threads' L2s and the last-level cache holding twice the weights. Past half
     the last-level cache: K = 2, the fewest (ORT's second copy then comes from DRAM while ours may
     still be in L3 up to the whole LLC: a bias against ORT no K removes; and K copies of a large

@@ -32,11 +32,10 @@ typedef struct {
     size_t es;
     int64_t nr, kc, mc, npad;
     int64_t icb, ngroups, gpanels; /* row blocks per batch, panel groups, panels per group */
-    int64_t b0;                      /* first batch of this region */
-    const float *bp;                 /* packed B */
-    /* B as packed: element (p, j) at b + p * brs + j * bcs for batch offset boff */
+    const float *bp;                 /* B packed once outside the call, or NULL: each item packs its own */
+    /* B as stored: element (p, j) at b + p * brs + j * bcs (plus its batch's offset) */
     const char *b;
-    int64_t brs, bcs, boff;
+    int64_t brs, bcs;
     int failed; /* a worker found no memory for its scratch (set atomically, read after the region) */
 } mm_ctx;
 
@@ -62,7 +61,7 @@ static void mm_blocking(const pb_isa *isa, int64_t k, int64_t *nr, int64_t *kc, 
     if (k > 0 && k < kcv) kcv = k;
     *kc = kcv;
     int64_t mcv = pb_l2_bytes() / 2 / (kcv * 4);
-    mcv = mcv < 6 ? 6 : mcv > 1020 ? 1020 : mcv / 6 * 6;
+    mcv = mcv < PB_MM_MR ? PB_MM_MR : mcv > 170 * PB_MM_MR ? 170 * PB_MM_MR : mcv / PB_MM_MR * PB_MM_MR;
     *mc = mcv;
 }
 
@@ -81,7 +80,7 @@ static void mm_pack_range(void *ctx, int64_t q0, int64_t q1) {
         int64_t kcb = a->k - p0 < c->kc ? a->k - p0 : c->kc;
         for (int64_t q = q0; q < q1; q++) {
             int64_t j0 = q * c->nr, nc = a->n - j0 < c->nr ? a->n - j0 : c->nr;
-            pack(c->b + c->boff * (int64_t)c->es, c->brs, c->bcs, p0, kcb, j0, nc,
+            pack(c->b, c->brs, c->bcs, p0, kcb, j0, nc,
                  pc->dst + p0 * c->npad + q * c->nr * kcb);
         }
     }
@@ -109,7 +108,7 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
     const float beta = a->beta;
     for (int64_t t = t0; t < t1; t++) {
         int64_t g = t % c->ngroups, rest = t / c->ngroups;
-        int64_t ib = rest % c->icb, bt = c->b0 + rest / c->icb;
+        int64_t ib = rest % c->icb, bt = rest / c->icb;
         int64_t aoff, boff;
         mm_batch_offsets(a, bt, &aoff, &boff);
         const char *abase = (const char *)a->a + aoff * (int64_t)c->es;
@@ -127,8 +126,8 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
             for (int64_t q = q0; q < q1; q++) {
                 const float *bpan = own_b ? bblk + (q - q0) * nr * kcb : c->bp + p0 * c->npad + q * nr * kcb;
                 int64_t j0 = q * nr, nb = n - j0 < nr ? n - j0 : nr;
-                for (int64_t ir = 0; ir < mcb; ir += 6) {
-                    int64_t mr = mcb - ir < 6 ? mcb - ir : 6;
+                for (int64_t ir = 0; ir < mcb; ir += PB_MM_MR) {
+                    int64_t mr = mcb - ir < PB_MM_MR ? mcb - ir : PB_MM_MR;
                     int64_t i = i0 + ir;
                     char *yt = ybase + (i * n + j0) * (int64_t)c->es;
                     float *acc = f32 ? (float *)yt : accbuf + ir * gw + (j0 - q0 * nr);
@@ -327,7 +326,7 @@ int pb_matmul(const void *args) {
     /* row blocks of equal size (mc the most the L2 holds): 1024 rows in blocks of 1020 and 4 gave one
      * of two threads all the work (1024^3 f32: 2 threads as slow as 1) */
     c.icb = (a->m + c.mc - 1) / c.mc;
-    c.mc = mm_round_up((a->m + c.icb - 1) / c.icb, 6);
+    c.mc = mm_round_up((a->m + c.icb - 1) / c.icb, PB_MM_MR);
     int64_t items = batch * c.icb;
     /* at least two items a thread where the rows alone give fewer: a share of a quarter of the work
      * at most left over at the end */
@@ -344,7 +343,6 @@ int pb_matmul(const void *args) {
      * time, just before use: packing all of B first moved it three times through DRAM (16 x 4096 x
      * 4096 f32 at 2 threads: 1.20x ORT's time) */
     c.bp = a->b_packed != NULL ? (const float *)((const char *)a->b_packed + MM_HEADER) : NULL;
-    c.b0 = 0;
     int64_t tasks = batch * c.icb * c.ngroups;
     CHECK(pb_parallel_for(threads, tasks, mm_compute_range, &c));
     if (c.failed) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul: no memory for an item's packed blocks");
