@@ -211,23 +211,26 @@ def derive(op, cell, outcome, peaks: list, facts, lookup=None) -> dict:
     bound = op.bound_for(cell.case)
     cold = cell.cache == "cold"
     if bound == "compute":
-        # our kernels compute in f32 whatever the storage type (f16/bf16 converted in registers),
-        # so the f32 FMA peak is the ceiling they can reach; the bf16-dot peak is not
+        # kernels compute in f32 whatever the storage type (f16/bf16 converted in registers), so
+        # the f32 FMA peak is their ceiling; a bf16 kernel on bf16 pairs (MatMul) answers to the
+        # bf16 dot peak instead (Op.compute_peak)
         work, unit = flops, "GFLOP/s"
     else:
         # the bandwidth at the working set this side's warm loop keeps resident, for its share of writes
         work, unit = nbytes, "GB/s"
-    pk = verdicts.ceiling_for(peaks, bound, cell.threads, nbytes, cold, write_share(op, cell.case, dt))
+    pk = verdicts.ceiling_for(peaks, bound, cell.threads, nbytes, cold, write_share(op, cell.case, dt),
+                              op.compute_peak(cell.case, dt.name))
     sides = {}
     ort_dt = dtypes.get(outcome.ort_dtype) if outcome.ort_dtype else dt
     for impl, ns, status in (("ours", outcome.ours_ns, outcome.ours_status),
                              ("ort", outcome.ort_ns, outcome.ort_status)):
         med = stats.median(ns) if ns else None
         side_work, side_pk = work, pk
-        if impl == "ort" and bound == "memory" and ort_dt is not dt:  # e.g. bf16 run by ORT in f32
-            side_work = op.bytes_moved(cell.case, ort_dt)
+        if impl == "ort" and ort_dt is not dt:  # e.g. bf16 run by ORT in f32: ORT's bytes and kernel
+            if bound == "memory":
+                side_work = op.bytes_moved(cell.case, ort_dt)
             side_pk = verdicts.ceiling_for(peaks, bound, cell.threads, side_work, cold,
-                                           write_share(op, cell.case, ort_dt))
+                                           write_share(op, cell.case, ort_dt), op.compute_peak(cell.case, ort_dt.name))
         tp = side_work / med if med and med > 0 and status in ("ok", "ort-discrepancy") else None
         sides[impl] = {"median_ns": med, "throughput": tp,
                        "share": (tp / side_pk["value"]) if tp and side_pk else None}

@@ -54,6 +54,9 @@ typedef struct pb_isa {
 #define PB_SLOT(slot, type) type slot[PB_DT_COUNT];
 #define PB_BINARY(name, vop, comm) pb_binary_ukernel name##_vv[PB_DT_COUNT], name##_vs[PB_DT_COUNT], name##_sv[PB_DT_COUNT];
 #include "kernels.def"
+    /* 1: bf16 MatMul packs A and B as bf16 pairs (kernels/matmul.inc.c) and multiplies them with a
+     * bf16 dot (vdpbf16ps, or its emulation on portable16); 0: as f32, like f16 */
+    int mm_bf16_pairs;
     /* machine probes (kernels/peaks.inc.c), one per ISA path */
     pb_peak_ukernel peak_fma_f32;
     pb_peak_ukernel peak_bf16_dot;

@@ -206,12 +206,19 @@ def bandwidth_ceiling(peaks: list, threads: int, working_set: float, cold: bool 
 
 
 def ceiling_for(peaks: list, bound: str, threads: int, nbytes: float, cold: bool = False,
-                write_share: float = 0.0) -> dict | None:
-    """The peak row a side's throughput is divided by: the f32 FMA peak for compute-bound cells
-    (our kernels compute in f32 from any storage type), else the bandwidth at the side's own
-    working set for its share of written bytes (bandwidth_ceiling); each probe's best sample (best)."""
+                write_share: float = 0.0, compute_kind: str = "fma_f32") -> dict | None:
+    """The peak row a side's throughput is divided by: for compute-bound cells the compute probe
+    its kernel can reach (compute_kind: the f32 FMA peak, or for a bf16 kernel on bf16 pairs,
+    Op.compute_peak, the higher of it and the bf16 dot peak), else the bandwidth at the side's own working set for its
+    share of written bytes (bandwidth_ceiling); each probe's best sample (best)."""
     if bound == "compute":
-        return best(pick_peak(peaks, "fma_f32", threads))
+        fma = best(pick_peak(peaks, "fma_f32", threads))
+        if compute_kind != "bf16_dot":
+            return fma
+        # where the path has no bf16 dot, the bf16 kernel converts to f32 FMA and the bf16_dot probe
+        # (conversion + FMA) sits below the FMA peak: the higher of the two is what the kernel can reach
+        dot = best(pick_peak(peaks, "bf16_dot", threads))
+        return max((p for p in (fma, dot) if p), key=lambda p: p["value"], default=None)
     return bandwidth_ceiling(peaks, threads, nbytes, cold, write_share)
 
 

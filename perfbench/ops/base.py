@@ -364,6 +364,12 @@ class Op:
         """"memory" (GB/s) or "compute" (GFLOP/s) for this case."""
         return self.bound
 
+    def compute_peak(self, case: Case, dtype: str) -> str:
+        """The peak kind a compute-bound side in `dtype` is divided by: the f32 FMA peak
+        ("fma_f32"), since kernels compute in f32 from any storage type; an op whose bf16 kernel
+        multiplies bf16 pairs (MatMul's vdpbf16ps path) says "bf16_dot" for bf16."""
+        return "fma_f32"
+
     def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int, device: str = "cpu"):
         """A KernelCall writing into `outputs` (arrays of the cell's dtype) on `device`."""
         raise NotImplementedError

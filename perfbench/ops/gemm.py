@@ -186,6 +186,11 @@ class Gemm(Op):
         c = _c_shape(case)
         return float(p["m"] * p["k"] + p["k"] * p["n"] + p["m"] * p["n"] + (int(np.prod(c)) if c else 0)) * dtype.itemsize
 
+    def compute_peak(self, case: Case, dtype: str) -> str:
+        """bf16 multiplies bf16 pairs (vdpbf16ps, or bf16 converted to f32 FMA where the path has no
+        bf16 dot: the bf16_dot probe measures the same loop on each path)."""
+        return "bf16_dot" if dtype == "bf16" else "fma_f32"
+
     def bound_for(self, case: Case) -> str:
         return "memory" if case.p["m"] <= MEMORY_BOUND_MAX_M else "compute"
 

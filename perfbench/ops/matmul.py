@@ -170,6 +170,11 @@ class MatMul(Op):
         a, b = _shapes(case)
         return float(prod(a) + prod(b) + prod(_mnk(case)[6])) * dtype.itemsize
 
+    def compute_peak(self, case: Case, dtype: str) -> str:
+        """bf16 multiplies bf16 pairs (vdpbf16ps, or bf16 converted to f32 FMA where the path has no
+        bf16 dot: the bf16_dot probe measures the same loop on each path)."""
+        return "bf16_dot" if dtype == "bf16" else "fma_f32"
+
     def bound_for(self, case: Case) -> str:
         return "memory" if _mnk(case)[1] <= MEMORY_BOUND_MAX_M else "compute"
 

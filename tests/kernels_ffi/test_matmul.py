@@ -147,3 +147,50 @@ def test_c_refuses_what_python_would_and_a_packed_b_of_another_problem(lib):
     call.args.b_packed = lib.ptr(other.buf)
     with pytest.raises(NativeError, match="b_packed was not packed for this problem"):
         call.run()
+
+
+def _pair_dot_reference(A, B, kc, alpha):
+    """bf16 Y of the pair path, computed here: per K step of kc (sums from zero, then added to the
+    steps before), per k pair the odd product added first, then the even, each sum rounded to f32
+    (products of bf16 are exact in f64; normal values only, so no flushing). Y = bf16(alpha * sum)."""
+    a, b = A.astype(np.float64), B.astype(np.float64)
+    m, k = a.shape
+    total = None
+    for p0 in range(0, k, kc):
+        kk = min(kc, k - p0)
+        s = np.zeros((m, b.shape[1]), np.float32)
+        for w in range(0, kk, 2):
+            if w + 1 < kk:  # odd k of the pair first (vdpbf16ps's order); a padded odd k adds 0
+                s = (s + np.outer(a[:, p0 + w + 1], b[p0 + w + 1])).astype(np.float32)
+            s = (s + np.outer(a[:, p0 + w], b[p0 + w])).astype(np.float32)
+        total = s if total is None else (total + s).astype(np.float32)
+    return (np.float32(alpha) * total).astype(dtypes.get("bf16").numpy)
+
+
+def test_bf16_pair_path_is_the_dot_instructions_sum_order_bit_for_bit(small_caches):
+    """Where a path multiplies bf16 pairs (AVX-512 with vdpbf16ps, portable16 emulating it), Y is
+    that instruction's sum order exactly: odd k before even, each sum rounded, K steps of kc = 64
+    added in order (K = 151: an odd last step, its last pair padded). Computed here in numpy, so
+    the emulation is checked on any CPU and the instruction where it runs (this Zen 4 host)."""
+    lib = small_caches
+    rng = np.random.default_rng(11)
+    bf = dtypes.get("bf16").numpy
+    pair_paths = [i for i in isas_to_test(lib) if i in ("avx512", "portable16")]
+    assert "portable16" in pair_paths
+    # Y rounded to bf16 hides most f32 order effects, so one case shows the order outright: the
+    # products of k = 0..3 are 2^30, 0, 1, -2^30: odd first sums 0, 2^30, -2^30 → 0, + 1 → 1;
+    # even first absorbs the 1 into 2^30 (Y = 0), as does one rounding per pair plus the sum
+    reveal = (np.array([[2.0**15, 0.0, 1.0, -(2.0**15)]] * 2), np.array([[2.0**15], [7.0], [1.0], [2.0**15]]))
+    cases = [(rng.standard_normal((m, k)), rng.standard_normal((k, n))) for m, k, n in ((5, 151, 40), (13, 64, 33))]
+    for (a64, b64), tb in itertools.product([reveal, *cases], (0, 1)):
+        A, Bk = a64.astype(bf), b64.astype(bf)
+        m, n = A.shape[0], Bk.shape[1]
+        B = np.ascontiguousarray(Bk.T) if tb else Bk
+        want = _pair_dot_reference(A, Bk, 64, 0.75)
+        for isa, packed in itertools.product(pair_paths, (0, 1)):
+            lib.select_isa(isa)
+            Y = np.full((m, n), np.nan, bf)
+            pk = mm.pack_b(lib, B, trans_b=bool(tb)) if packed else None
+            mm.matmul(lib, A, B, Y, trans_b=bool(tb), alpha=0.75, packed=pk).run()
+            assert np.array_equal(Y.view(np.uint16), want.view(np.uint16)), (isa, A.shape, n, tb, packed)
+    assert float(_pair_dot_reference(*(x.astype(bf) for x in reveal), 64, 1.0)[0, 0]) == 1.0

@@ -619,3 +619,21 @@ def test_a_real_trilu_case_writes_more_than_half_and_is_clamped_to_the_copy_figu
     w = max(runner.write_share(op, c.case, dtypes.get(c.dtype)) for c in trilu)
     assert 0.5 < w < 1
     assert verdicts.bandwidth_ceiling(ZEN4, 1, 300 * MiB, write_share=w)["value"] == pytest.approx(C_DRAM)
+
+
+def test_a_bf16_pair_kernel_is_divided_by_the_faster_of_the_bf16_dot_and_fma_peaks():
+    """MatMul in bf16 multiplies bf16 pairs (vdpbf16ps, ~2x the f32 FMA peak where it exists): its
+    compute ceiling is the bf16 dot probe there, the FMA peak where the probe (conversion + FMA)
+    is slower; every other compute-bound cell, and ORT's f32 side, stays on the FMA peak."""
+    def row(kind, v):
+        return {"kind": kind, "threads": 1, "level": None, "working_set_bytes": None, "value": v,
+                "samples": [v], "unit": "GFLOP/s", "method": "m"}
+    native, converting = [row("fma_f32", 110.0), row("bf16_dot", 230.0)], [row("fma_f32", 110.0), row("bf16_dot", 70.0)]
+    assert verdicts.ceiling_for(native, "compute", 1, 0, compute_kind="bf16_dot")["value"] == 230.0
+    assert verdicts.ceiling_for(converting, "compute", 1, 0, compute_kind="bf16_dot")["value"] == 110.0
+    assert verdicts.ceiling_for(native, "compute", 1, 0)["value"] == 110.0
+    from perfbench.ops.matmul import MatMul
+    from perfbench.ops.softmax import Softmax
+    case = MatMul().make_case({"a": "64x64", "b": "64x64", "b_form": "initializer"}, "test")
+    assert MatMul().compute_peak(case, "bf16") == "bf16_dot" and MatMul().compute_peak(case, "f32") == "fma_f32"
+    assert Softmax().compute_peak(None, "bf16") == "fma_f32"

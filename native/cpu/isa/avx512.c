@@ -8,6 +8,7 @@
 
 #define PB_PEAK_ACCS 24 /* 32 zmm registers: see kernels/peaks.inc.c */
 #define PB_HAVE_NATIVE_BF16_DOT 1
+#define PB_MM_BF16_PAIRS 1 /* bf16 MatMul multiplies bf16 pairs with vdpbf16ps (kernels/matmul.inc.c) */
 #define PB_PEAK_BF16_METHOD "vdpbf16ps (AVX512-BF16), operands in registers, 24 accumulators"
 /* The operands stay in registers (a ceiling, not a kernel): the first probe loaded them from L1
  * with 12 accumulators and stored 157 GFLOP/s per core on a Zen 5 where this loop reaches 524. */

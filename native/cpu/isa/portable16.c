@@ -6,4 +6,6 @@
 #define PB_ISA portable16
 #define PB_ISA_NAME "portable16"
 #define PB_ISA_SUPPORTED pb_isa_portable_supported
+/* bf16 MatMul on pairs, vdpbf16ps emulated (vec/portable.h): the AVX-512 path's pair logic runs here */
+#define PB_MM_BF16_PAIRS 1
 #include "../kernels/isa_body.inc.c"

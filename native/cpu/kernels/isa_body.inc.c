@@ -29,6 +29,7 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #define PB_DT f32
 #define T float
 #define T_IS_F32 1
+#define T_IS_BF16 0
 #define T_LOAD vf_load_f32
 #define T_STORE vf_store_f32
 #define T_STORE_EXACT vf_store_f32
@@ -40,6 +41,7 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #define PB_DT f16
 #define T uint16_t
 #define T_IS_F32 0
+#define T_IS_BF16 0
 #define T_LOAD vf_load_f16
 #define T_STORE vf_store_f16
 #define T_STORE_EXACT vf_store_f16
@@ -51,6 +53,7 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 #define PB_DT bf16
 #define T uint16_t
 #define T_IS_F32 0
+#define T_IS_BF16 1
 #define T_LOAD vf_load_bf16
 /* kernels on bf16 inputs: NaN payloads have zero low bits (see vf_store_bf16_rne) */
 #define T_STORE vf_store_bf16_rne
@@ -71,6 +74,9 @@ const pb_isa PB_CAT(pb_isa_, PB_ISA) = {
 #define PB_SLOT(slot, type) .slot = PB_UK_ALL(slot),
 #define PB_BINARY(name, vop, comm) .name##_vv = PB_UK_ALL(name##_vv), .name##_vs = PB_UK_ALL(name##_vs), .name##_sv = PB_UK_ALL(name##_sv),
 #include "../kernels.def"
+#ifdef PB_MM_BF16_PAIRS
+    .mm_bf16_pairs = 1,
+#endif
     .peak_fma_f32 = PB_ISA_FN(peak_fma_f32),
     .peak_bf16_dot = PB_ISA_FN(peak_bf16_dot),
     .peak_bf16_method = PB_PEAK_BF16_METHOD,

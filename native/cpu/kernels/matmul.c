@@ -6,7 +6,9 @@
  * kc x panels block of B (at most half the L2's worth of columns), then runs the tile kernel over
  * every panel (kc x NR, sized for half the L1d) and every MR rows. f32 sums of Y accumulate in Y itself between K
  * steps, f16/bf16 in an f32 block of the item's scratch. M = 1 without a packed B reads B once
- * where it lies (the GEMV microkernel): packing would move B three times. */
+ * where it lies (the GEMV microkernel): packing would move B three times. Panels hold f32 (f16
+ * and bf16 converted while packing), except bf16 on a path with a bf16 dot (isa->mm_bf16_pairs):
+ * bf16 pairs, half the words per k (mm_kw). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -31,6 +33,7 @@ typedef struct {
     int di;
     size_t es;
     int64_t nr, kc, mc, npad;
+    int pairs;                       /* bf16 packed as pairs (isa->mm_bf16_pairs): ceil(k / 2) words per k run */
     int64_t icb, ngroups, gpanels; /* row blocks per batch, panel groups, panels per group */
     const float *bp;                 /* B packed once outside the call, or NULL: each item packs its own */
     /* B as stored: element (p, j) at b + p * brs + j * bcs (plus its batch's offset) */
@@ -40,6 +43,10 @@ typedef struct {
 } mm_ctx;
 
 static int64_t mm_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* packed words that a run of kk k-values takes: kk (f32), or ceil(kk / 2) pairs; K-step offsets
+ * p0 are even wherever pairs meet more than one K step (kc is then a multiple of 8) */
+static int64_t mm_kw(const mm_ctx *c, int64_t kk) { return c->pairs ? (kk + 1) / 2 : kk; }
 
 /* element offsets of batch t's A and B (batch dims row-major) */
 static void mm_batch_offsets(const pb_matmul_args *a, int64_t t, int64_t *aoff, int64_t *boff) {
@@ -81,7 +88,7 @@ static void mm_pack_range(void *ctx, int64_t q0, int64_t q1) {
         for (int64_t q = q0; q < q1; q++) {
             int64_t j0 = q * c->nr, nc = a->n - j0 < c->nr ? a->n - j0 : c->nr;
             pack(c->b, c->brs, c->bcs, p0, kcb, j0, nc,
-                 pc->dst + p0 * c->npad + q * c->nr * kcb);
+                 pc->dst + mm_kw(c, p0) * c->npad + q * c->nr * mm_kw(c, kcb));
         }
     }
 }
@@ -118,13 +125,14 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
         for (int64_t p0 = 0; p0 < k; p0 += kc) {
             int64_t kcb = k - p0 < kc ? k - p0 : kc;
             int load = p0 > 0, final = p0 + kcb >= k;
+            const int64_t kwb = mm_kw(c, kcb);
             pack_a(abase, ars, acs, i0, mcb, p0, kcb, ap);
             if (own_b) {
                 int64_t jb = q0 * nr, ncb = n - jb < gw ? n - jb : gw;
                 pack_b(c->b + boff * (int64_t)c->es, c->brs, c->bcs, p0, kcb, jb, ncb, bblk);
             }
             for (int64_t q = q0; q < q1; q++) {
-                const float *bpan = own_b ? bblk + (q - q0) * nr * kcb : c->bp + p0 * c->npad + q * nr * kcb;
+                const float *bpan = own_b ? bblk + (q - q0) * nr * kwb : c->bp + mm_kw(c, p0) * c->npad + q * nr * kwb;
                 int64_t j0 = q * nr, nb = n - j0 < nr ? n - j0 : nr;
                 for (int64_t ir = 0; ir < mcb; ir += PB_MM_MR) {
                     int64_t mr = mcb - ir < PB_MM_MR ? mcb - ir : PB_MM_MR;
@@ -135,7 +143,7 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
                     const void *ct = (a->c != NULL && beta != 0.0f)
                                          ? (const char *)a->c + (i * a->c_rs + j0 * a->c_cs) * (int64_t)c->es
                                          : NULL;
-                    tile(ap + ir * kcb, bpan, kcb, acc, ldacc, load, final, mr, nb, yt, n, a->alpha, beta, ct, a->c_rs,
+                    tile(ap + ir * kwb, bpan, kcb, acc, ldacc, load, final, mr, nb, yt, n, a->alpha, beta, ct, a->c_rs,
                          a->c_cs);
                 }
             }
@@ -219,6 +227,7 @@ static void mm_ctx_init(mm_ctx *c, const pb_matmul_args *a, const pb_isa *isa) {
     c->a = a;
     c->isa = isa;
     c->di = pb_dtype_index(a->dtype);
+    c->pairs = a->dtype == PB_DTYPE_BF16 && isa->mm_bf16_pairs;
     c->es = pb_dtype_size(a->dtype);
     mm_blocking(isa, a->k, &c->nr, &c->kc, &c->mc);
     c->npad = mm_round_up(a->n, c->nr);

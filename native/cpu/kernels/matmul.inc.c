@@ -15,6 +15,140 @@
 #define PB_MM_GEMV_COLS 8192
 #endif
 
+/* One row of a finished tile: v = alpha * acc (+ beta * C), stored as T (n <= NR columns). */
+static inline void PB_UK(PB_DT, mm_row_out)(vf v0, vf v1, int64_t n, T *y, float alpha, float beta, const T *c,
+                                           int64_t c_cs) {
+    v0 = vf_mul(v0, vf_set1(alpha));
+    v1 = vf_mul(v1, vf_set1(alpha));
+    if (c != NULL) {
+        float cb[PB_MM_NR];
+        for (int64_t j = 0; j < PB_MM_NR; j++) cb[j] = j < n ? beta * T_TO_F32(c[j * c_cs]) : 0.0f;
+        v0 = vf_add(v0, vf_load_f32(cb));
+        v1 = vf_add(v1, vf_load_f32(cb + PB_LANES));
+    }
+    if (n == PB_MM_NR) {
+        T_STORE(y, v0);
+        T_STORE(y + PB_LANES, v1);
+    } else if (n > PB_LANES) {
+        T_STORE(y, v0);
+        PB_UK(PB_DT, store_part)(y + PB_LANES, v1, n - PB_LANES);
+    } else if (n == PB_LANES) {
+        T_STORE(y, v0);
+    } else {
+        PB_UK(PB_DT, store_part)(y, v0, n);
+    }
+}
+
+/* The end of a tile: the MRr x NR sums in c0/c1. load: add the partial sums in acc (f32, row
+ * stride ldacc); final: store Y = alpha * sums + beta * C (c NULL: none) as T, n columns; else
+ * store the sums back to acc. */
+static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block_out)(
+    const int MRr, vf *c0, vf *c1, float *acc, int64_t ldacc, int load, int final, int64_t n, T *y, int64_t ldy,
+    float alpha, float beta, const T *c, int64_t c_rs, int64_t c_cs) {
+    for (int r = 0; r < MRr; r++) {
+        float *arow = acc + r * ldacc;
+        if (load) {
+            if (n == PB_MM_NR) {
+                c0[r] = vf_add(c0[r], vf_load_f32(arow));
+                c1[r] = vf_add(c1[r], vf_load_f32(arow + PB_LANES));
+            } else {
+                c0[r] = vf_add(c0[r], PB_UK(f32, load_part)(arow, n < PB_LANES ? n : PB_LANES, 0.0f));
+                if (n > PB_LANES) c1[r] = vf_add(c1[r], PB_UK(f32, load_part)(arow + PB_LANES, n - PB_LANES, 0.0f));
+            }
+        }
+        if (final) {
+            PB_UK(PB_DT, mm_row_out)(c0[r], c1[r], n, y + r * ldy, alpha, beta, c ? c + r * c_rs : NULL, c_cs);
+        } else if (n == PB_MM_NR) {
+            vf_store_f32(arow, c0[r]);
+            vf_store_f32(arow + PB_LANES, c1[r]);
+        } else {
+            PB_UK(f32, store_part)(arow, c0[r], n < PB_LANES ? n : PB_LANES);
+            if (n > PB_LANES) PB_UK(f32, store_part)(arow + PB_LANES, c1[r], n - PB_LANES);
+        }
+    }
+}
+
+#if defined(PB_MM_BF16_PAIRS) && T_IS_BF16
+/* bf16 on a path with a bf16 dot (PB_MM_BF16_PAIRS): A and B are packed as bf16 pairs, one 32-bit
+ * word per (row or column, k pair), low half the even k, an odd kc's last pair zero-padded:
+ * ceil(kc / 2) x MR words per A panel, ceil(kc / 2) x NR per B panel (half the f32 layout's
+ * bytes, in its buffers). Per k pair the tile loads two B vectors of pairs, broadcasts MR A pairs
+ * and issues 2 * MR vf_dpbf16: 2 * LANES products each, twice an f32 FMA's work per instruction. */
+static void PB_UK(PB_DT, matmul_pack_a)(const void *src, int64_t rs, int64_t cs, int64_t i0, int64_t mc, int64_t p0,
+                                        int64_t kc, float *dstf) {
+    const uint16_t *a = (const uint16_t *)src;
+    const int64_t kw = (kc + 1) / 2;
+    for (int64_t q = 0; q < mc; q += PB_MM_MR) {
+        int64_t mr = mc - q < PB_MM_MR ? mc - q : PB_MM_MR;
+        uint32_t *d = (uint32_t *)dstf + q * kw;
+        for (int r = 0; r < PB_MM_MR; r++) {
+            if (r >= mr) {
+                for (int64_t w = 0; w < kw; w++) d[w * PB_MM_MR + r] = 0;
+                continue;
+            }
+            const uint16_t *row = a + (i0 + q + r) * rs + p0 * cs;
+            int64_t w = 0;
+            if (cs == 1)
+                for (; w < kc / 2; w++) {
+                    uint32_t v;
+                    memcpy(&v, row + 2 * w, sizeof v); /* the pair is adjacent: one (unaligned) word */
+                    d[w * PB_MM_MR + r] = v;
+                }
+            for (; w < kw; w++) {
+                uint32_t lo = row[2 * w * cs], hi = 2 * w + 1 < kc ? row[(2 * w + 1) * cs] : 0;
+                d[w * PB_MM_MR + r] = lo | hi << 16;
+            }
+        }
+    }
+}
+
+static void PB_UK(PB_DT, matmul_pack_b)(const void *src, int64_t rs, int64_t cs, int64_t p0, int64_t kc, int64_t j0,
+                                        int64_t nc, float *dstf) {
+    const uint16_t *b = (const uint16_t *)src;
+    const int64_t kw = (kc + 1) / 2;
+    for (int64_t q = 0; q < nc; q += PB_MM_NR) {
+        int64_t nr = nc - q < PB_MM_NR ? nc - q : PB_MM_NR;
+        uint32_t *d = (uint32_t *)dstf + q * kw;
+        for (int64_t w = 0; w < kw; w++) {
+            const uint16_t *r0 = b + (p0 + 2 * w) * rs + (j0 + q) * cs;
+            uint32_t *o = d + w * PB_MM_NR;
+            if (2 * w + 1 < kc && cs == 1 && nr == PB_MM_NR) {
+                /* two rows of B interleaved (the compiler vectorizes it: widen, shift, or) */
+                const uint16_t *r1 = r0 + rs;
+                for (int j = 0; j < PB_MM_NR; j++) o[j] = (uint32_t)r0[j] | (uint32_t)r1[j] << 16;
+                continue;
+            }
+            for (int j = 0; j < PB_MM_NR; j++) {
+                uint32_t lo = j < nr ? r0[j * cs] : 0, hi = j < nr && 2 * w + 1 < kc ? r0[rs + j * cs] : 0;
+                o[j] = lo | hi << 16;
+            }
+        }
+    }
+}
+
+/* The MRr x NR block of packed A pairs times packed B pairs over kc (ceil(kc / 2) pairs); the
+ * rest as mm_block_out. */
+static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block)(
+    const int MRr, const float *apf, const float *bpf, int64_t kc, float *acc, int64_t ldacc, int load, int final,
+    int64_t n, T *y, int64_t ldy, float alpha, float beta, const T *c, int64_t c_rs, int64_t c_cs) {
+    const uint32_t *ap = (const uint32_t *)apf, *bp = (const uint32_t *)bpf;
+    vf c0[PB_MM_MR], c1[PB_MM_MR];
+#pragma GCC unroll 6
+    for (int r = 0; r < MRr; r++) c0[r] = c1[r] = vf_zero();
+    for (int64_t w = 0; w < (kc + 1) / 2; w++) {
+        const vbp b0 = vbp_load(bp), b1 = vbp_load(bp + PB_LANES);
+#pragma GCC unroll 6
+        for (int r = 0; r < MRr; r++) {
+            const vbp av = vbp_set1(ap[r]);
+            c0[r] = vf_dpbf16(c0[r], av, b0);
+            c1[r] = vf_dpbf16(c1[r], av, b1);
+        }
+        ap += PB_MM_MR;
+        bp += PB_MM_NR;
+    }
+    PB_UK(PB_DT, mm_block_out)(MRr, c0, c1, acc, ldacc, load, final, n, y, ldy, alpha, beta, c, c_rs, c_cs);
+}
+#else
 /* Rows [i0, i0 + mc) x k-columns [p0, p0 + kc) of A (element (i, p) at a[i * rs + p * cs]) into
  * ceil(mc / MR) panels of MR x kc at dst, rows past mc zero. */
 static void PB_UK(PB_DT, matmul_pack_a)(const void *src, int64_t rs, int64_t cs, int64_t i0, int64_t mc, int64_t p0,
@@ -85,33 +219,8 @@ static void PB_UK(PB_DT, matmul_pack_b)(const void *src, int64_t rs, int64_t cs,
     }
 }
 
-/* One row of a finished tile: v = alpha * acc (+ beta * C), stored as T (n <= NR columns). */
-static inline void PB_UK(PB_DT, mm_row_out)(vf v0, vf v1, int64_t n, T *y, float alpha, float beta, const T *c,
-                                           int64_t c_cs) {
-    v0 = vf_mul(v0, vf_set1(alpha));
-    v1 = vf_mul(v1, vf_set1(alpha));
-    if (c != NULL) {
-        float cb[PB_MM_NR];
-        for (int64_t j = 0; j < PB_MM_NR; j++) cb[j] = j < n ? beta * T_TO_F32(c[j * c_cs]) : 0.0f;
-        v0 = vf_add(v0, vf_load_f32(cb));
-        v1 = vf_add(v1, vf_load_f32(cb + PB_LANES));
-    }
-    if (n == PB_MM_NR) {
-        T_STORE(y, v0);
-        T_STORE(y + PB_LANES, v1);
-    } else if (n > PB_LANES) {
-        T_STORE(y, v0);
-        PB_UK(PB_DT, store_part)(y + PB_LANES, v1, n - PB_LANES);
-    } else if (n == PB_LANES) {
-        T_STORE(y, v0);
-    } else {
-        PB_UK(PB_DT, store_part)(y, v0, n);
-    }
-}
-
-/* The MRr x NR block of packed A panel ap times packed B panel bp over kc. load: start from the
- * partial sums in acc (f32, row stride ldacc) instead of zero; final: store Y = alpha * sums +
- * beta * C (c NULL: none) as T, n columns, rows mr; else store the sums back to acc. */
+/* The MRr x NR block of packed A panel ap times packed B panel bp over kc (f32 panels); the
+ * rest as mm_block_out. */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block)(
     const int MRr, const float *ap, const float *bp, int64_t kc, float *acc, int64_t ldacc, int load, int final,
     int64_t n, T *y, int64_t ldy, float alpha, float beta, const T *c, int64_t c_rs, int64_t c_cs) {
@@ -129,28 +238,10 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block)(
         ap += PB_MM_MR;
         bp += PB_MM_NR;
     }
-    for (int r = 0; r < MRr; r++) {
-        float *arow = acc + r * ldacc;
-        if (load) {
-            if (n == PB_MM_NR) {
-                c0[r] = vf_add(c0[r], vf_load_f32(arow));
-                c1[r] = vf_add(c1[r], vf_load_f32(arow + PB_LANES));
-            } else {
-                c0[r] = vf_add(c0[r], PB_UK(f32, load_part)(arow, n < PB_LANES ? n : PB_LANES, 0.0f));
-                if (n > PB_LANES) c1[r] = vf_add(c1[r], PB_UK(f32, load_part)(arow + PB_LANES, n - PB_LANES, 0.0f));
-            }
-        }
-        if (final) {
-            PB_UK(PB_DT, mm_row_out)(c0[r], c1[r], n, y + r * ldy, alpha, beta, c ? c + r * c_rs : NULL, c_cs);
-        } else if (n == PB_MM_NR) {
-            vf_store_f32(arow, c0[r]);
-            vf_store_f32(arow + PB_LANES, c1[r]);
-        } else {
-            PB_UK(f32, store_part)(arow, c0[r], n < PB_LANES ? n : PB_LANES);
-            if (n > PB_LANES) PB_UK(f32, store_part)(arow + PB_LANES, c1[r], n - PB_LANES);
-        }
-    }
+    PB_UK(PB_DT, mm_block_out)(MRr, c0, c1, acc, ldacc, load, final, n, y, ldy, alpha, beta, c, c_rs, c_cs);
 }
+#endif
+
 
 /* The tile kernel of the registry: mr (1..MR) rows of packed A x one packed B panel, n (1..NR)
  * columns; see mm_block. Specialized per row count, so each keeps its chains in registers. */

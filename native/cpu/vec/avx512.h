@@ -58,6 +58,13 @@ static inline void vf_store_bf16(uint16_t *p, vf a) {
 }
 static inline void vf_store_bf16_rne(uint16_t *p, vf a) { pb_bf16_store_high_halves(p, pb_bf16_round_bits(a)); }
 
+/* bf16 pairs (MatMul's bf16 dot path): 16 words of two bf16 each (low half: the even k);
+ * vf_dpbf16 is vdpbf16ps (vec/portable.h states its semantics and emulates them) */
+typedef __m512i vbp;
+static inline vbp vbp_load(const uint32_t *p) { return _mm512_loadu_si512((const void *)p); }
+static inline vbp vbp_set1(uint32_t x) { return _mm512_set1_epi32((int)x); }
+static inline vf vf_dpbf16(vf acc, vbp a, vbp b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
+
 static inline int pb_isa_avx512_supported(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
