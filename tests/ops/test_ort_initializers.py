@@ -77,11 +77,15 @@ def test_a_bf16_and_f16_initializer_holds_the_values_bits():
     spec = matmul()
     for dt in (dtypes.BF16, dtypes.F16):
         b = arrays()["B"].astype(dt.numpy)
-        model = onnx.load_from_string(ortlib.build_model(spec, dt, values={"B": b}))
-        t = model.graph.initializer[0]
-        assert t.data_type == dt.onnx and list(t.dims) == [K, N]
-        raw = t.raw_data or onnx.numpy_helper.to_array(t).tobytes()
-        assert raw == b.tobytes()
+        # the initializers are appended to the serialized model as one more graph field (no
+        # TensorProto built in Python): parsed, the graph holds every copy, whole and valid
+        model = onnx.load_from_string(ortlib.build_model(spec, dt, 3, values={"B": b}))
+        onnx.checker.check_model(model)
+        assert [t.name for t in model.graph.initializer] == ["B__0", "B__1", "B__2"]
+        assert [n.name for n in model.graph.node] == ["node0", "node1", "node2"]
+        for t in model.graph.initializer:
+            assert t.data_type == dt.onnx and list(t.dims) == [K, N]
+            assert t.raw_data == b.tobytes()
 
 
 def test_first_session_and_the_floor_graph_leave_initializers_out_of_what_is_bound():
