@@ -149,6 +149,26 @@ def test_c_refuses_what_python_would_and_a_packed_b_of_another_problem(lib):
         call.run()
 
 
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_m1_reading_b_where_it_lies_still_checks_the_packed_b(lib, dt):
+    """M = 1 in f16 (and bf16 without pairs) reads B itself, not its larger f32 panels, even when a
+    packed B is given: the packed B is checked all the same, and a packed B of another problem is
+    refused as at M > 1."""
+    npdt = dtypes.get(dt).numpy
+    b = np.ones((5, 3), np.float32).astype(npdt)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        y = np.zeros((1, 3), npdt)
+        mm.matmul(lib, np.ones((1, 5), npdt), b, y, packed=mm.pack_b(lib, b)).run()
+        assert np.array_equal(y.astype(np.float32), np.full((1, 3), 5, np.float32)), isa
+        call = mm.matmul(lib, np.ones((1, 5), npdt), b, np.zeros((1, 3), npdt))
+        other = mm.pack_b(lib, np.ones((5, 4), np.float32).astype(npdt))
+        call.args.b_packed = lib.ptr(other.buf)
+        with pytest.raises(NativeError, match="b_packed was not packed for this problem"):
+            call.run()
+    lib.select_isa("auto")
+
 def _pair_dot_reference(A, B, kc, alpha):
     """bf16 Y of the pair path, computed here: per K step of kc (sums from zero, then added to the
     steps before), per k pair the odd product added first, then the even, each sum rounded to f32

@@ -298,18 +298,6 @@ int pb_matmul(const void *args) {
     }
     const pb_isa *isa = pb_active_isa();
     int di = pb_dtype_index(a->dtype);
-    if (a->k == 0 || (a->m == 1 && a->b_packed == NULL)) {
-        /* Y = beta * C (k = 0), or the M = 1 GEMV reading B where it lies */
-        if (a->b == NULL && a->k > 0) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: b must not be NULL where m = 1");
-        gemv_ctx g = {a, isa->matmul_gemv[di], es, 0, 0};
-        int64_t work;
-        if (!pb_mul_ok(batch * a->m, (a->k + 1) * a->n, &work)) work = INT64_MAX;
-        int32_t threads = pb_threads_for(a->exec.num_threads, work, PB_GRAIN_GEMV);
-        int64_t per = mm_round_up((a->n + threads - 1) / threads, 4 * isa->lanes);
-        g.chunk = per < a->n ? per : a->n;
-        g.nchunks = (a->n + g.chunk - 1) / g.chunk;
-        return pb_parallel_for(threads, batch * a->m * g.nchunks, gemv_range, &g);
-    }
     mm_ctx c;
     mm_ctx_init(&c, a, isa);
     int bcast = 1; /* B the same for every batch */
@@ -327,6 +315,21 @@ int pb_matmul(const void *args) {
         CHECK(pb_matmul_packed_bytes(a->k, a->n, &need));
         if (pb_overlap(a->y, ybytes, a->b_packed, (size_t)need))
             return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: y overlaps b_packed");
+    }
+    /* M = 1 reads B once: where B's packed panels hold more bytes than B itself (f16, and bf16
+     * without pairs: panels of f32), B is read where it lies even when a packed copy is given */
+    const int raw_smaller = a->dtype == PB_DTYPE_F16 || (a->dtype == PB_DTYPE_BF16 && !isa->mm_bf16_pairs);
+    if (a->k == 0 || (a->m == 1 && (a->b_packed == NULL || (raw_smaller && a->b != NULL)))) {
+        /* Y = beta * C (k = 0), or the M = 1 GEMV reading B where it lies */
+        if (a->b == NULL && a->k > 0) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: b must not be NULL where m = 1");
+        gemv_ctx g = {a, isa->matmul_gemv[di], es, 0, 0};
+        int64_t work;
+        if (!pb_mul_ok(batch * a->m, (a->k + 1) * a->n, &work)) work = INT64_MAX;
+        int32_t threads = pb_threads_for(a->exec.num_threads, work, PB_GRAIN_GEMV);
+        int64_t per = mm_round_up((a->n + threads - 1) / threads, 4 * isa->lanes);
+        g.chunk = per < a->n ? per : a->n;
+        g.nchunks = (a->n + g.chunk - 1) / g.chunk;
+        return pb_parallel_for(threads, batch * a->m * g.nchunks, gemv_range, &g);
     }
     const int64_t npanels = c.npad / c.nr;
     int64_t macs;
