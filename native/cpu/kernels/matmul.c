@@ -2,9 +2,9 @@
  *
  * The blocked product (BLIS's loop order): each work item is a block of at most mc rows of A and
  * a group of B's NR-column panels, and loops over K in kc steps: it packs its A block (mc x kc,
- * sized for half the L2) and, unless B was packed once outside the call (pb_matmul_pack_b), its
- * kc x panels block of B (at most half the L2's worth of columns), then runs the tile kernel over
- * every panel (kc x NR, sized for half the L1d) and every MR rows. f32 sums of Y accumulate in Y itself between K
+ * sized for half the L2), then per panel of B (kc x NR, sized for half the L1d) packs it, unless
+ * B was packed once outside the call (pb_matmul_pack_b), and runs the tile kernel over every MR
+ * rows. f32 sums of Y accumulate in Y itself between K
  * steps, f16/bf16 in an f32 block of the item's scratch. M = 1 without a packed B reads B once
  * where it lies (the GEMV microkernel): packing would move B three times. Panels hold f32 (f16
  * and bf16 converted while packing), except bf16 on a path with a bf16 dot (isa->mm_bf16_pairs):
@@ -99,8 +99,8 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
     const int64_t m = a->m, n = a->n, k = a->k, nr = c->nr, kc = c->kc, mc = c->mc;
     const int f32 = a->dtype == PB_DTYPE_F32;
     const int64_t gw = c->gpanels * nr;
-    const int own_b = c->bp == NULL; /* B packed by each item, kc x its panels at a time */
-    float *ap = (float *)pb_scratch((size_t)(mc * kc + (f32 ? 0 : mc * gw) + (own_b ? kc * gw : 0)) * sizeof(float));
+    const int own_b = c->bp == NULL; /* B packed by each item, one kc x NR panel at a time */
+    float *ap = (float *)pb_scratch((size_t)(mc * kc + (f32 ? 0 : mc * gw) + (own_b ? kc * nr : 0)) * sizeof(float));
     if (ap == NULL) {
         __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
         return;
@@ -127,13 +127,13 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
             int load = p0 > 0, final = p0 + kcb >= k;
             const int64_t kwb = mm_kw(c, kcb);
             pack_a(abase, ars, acs, i0, mcb, p0, kcb, ap);
-            if (own_b) {
-                int64_t jb = q0 * nr, ncb = n - jb < gw ? n - jb : gw;
-                pack_b(c->b + boff * (int64_t)c->es, c->brs, c->bcs, p0, kcb, jb, ncb, bblk);
-            }
             for (int64_t q = q0; q < q1; q++) {
-                const float *bpan = own_b ? bblk + (q - q0) * nr * kwb : c->bp + mm_kw(c, p0) * c->npad + q * nr * kwb;
                 int64_t j0 = q * nr, nb = n - j0 < nr ? n - j0 : nr;
+                const float *bpan = bblk;
+                if (own_b)
+                    pack_b(c->b + boff * (int64_t)c->es, c->brs, c->bcs, p0, kcb, j0, nb, bblk);
+                else
+                    bpan = c->bp + mm_kw(c, p0) * c->npad + q * nr * kwb;
                 for (int64_t ir = 0; ir < mcb; ir += PB_MM_MR) {
                     int64_t mr = mcb - ir < PB_MM_MR ? mcb - ir : PB_MM_MR;
                     int64_t i = i0 + ir;
@@ -345,15 +345,14 @@ int pb_matmul(const void *args) {
     c.ngroups = threads == 1 || items >= 2 * threads ? 1 : (2 * threads + items - 1) / items;
     if (c.ngroups > npanels) c.ngroups = npanels;
     c.gpanels = (npanels + c.ngroups - 1) / c.ngroups;
-    /* f16/bf16 items keep their sums in scratch, and an item packing B keeps its kc x panels block
-     * in half the L2: at most that many columns an item */
-    int64_t maxcols = a->b_packed == NULL ? pb_l2_bytes() / 2 / (c.kc * 4) : INT64_MAX;
-    if (a->dtype != PB_DTYPE_F32 && maxcols > MM_ACC_MAX_COLS) maxcols = MM_ACC_MAX_COLS;
-    if (c.gpanels * c.nr > maxcols) c.gpanels = maxcols / c.nr > 1 ? maxcols / c.nr : 1;
+    /* f16/bf16 items keep their sums in scratch: at most MM_ACC_MAX_COLS columns an item */
+    if (a->dtype != PB_DTYPE_F32 && c.gpanels * c.nr > MM_ACC_MAX_COLS) c.gpanels = MM_ACC_MAX_COLS / c.nr;
     c.ngroups = (npanels + c.gpanels - 1) / c.gpanels;
-    /* B: packed once outside the call (b_packed), else by each item, kc rows x its panels at a
-     * time, just before use: packing all of B first moved it three times through DRAM (16 x 4096 x
-     * 4096 f32 at 2 threads: 1.20x ORT's time) */
+    /* B: packed once outside the call (b_packed), else by each item, one kc x NR panel at a time
+     * into the L1, just before its tiles: packing all of B first moved it three times through DRAM
+     * (16 x 4096 x 4096 f32 at 2 threads: 1.20x ORT's time), and a kc x (the item's panels) block
+     * packed per K step wrote it through the L2 (32 x 1024 x 1024 transB at 1 thread, B an input:
+     * 478 us against 285 with B packed outside the call, Zen 5) */
     c.bp = a->b_packed != NULL ? (const float *)((const char *)a->b_packed + MM_HEADER) : NULL;
     int64_t tasks = batch * c.icb * c.ngroups;
     CHECK(pb_parallel_for(threads, tasks, mm_compute_range, &c));
