@@ -20,7 +20,17 @@ static inline void PB_UK(PB_DT, mm_row_out)(vf v0, vf v1, int64_t n, T *y, float
                                            int64_t c_cs) {
     v0 = vf_mul(v0, vf_set1(alpha));
     v1 = vf_mul(v1, vf_set1(alpha));
-    if (c != NULL) {
+    if (c != NULL && c_cs == 1 && n == PB_MM_NR) {
+        /* a row of C (Gemm's bias) read a vector at a time: element by element, converting f16
+         * one value at a time, 32 x 1024 x 1024 f16 Gemm (C a row) was 1.31x ORT's time against
+         * f32's 1.11 (Zen 5, 1 thread) */
+        v0 = vf_add(v0, vf_mul(vf_set1(beta), T_LOAD(c)));
+        v1 = vf_add(v1, vf_mul(vf_set1(beta), T_LOAD(c + PB_LANES)));
+    } else if (c != NULL && c_cs == 0) {
+        const vf cv = vf_set1(beta * T_TO_F32(c[0]));
+        v0 = vf_add(v0, cv);
+        v1 = vf_add(v1, cv);
+    } else if (c != NULL) {
         float cb[PB_MM_NR];
         for (int64_t j = 0; j < PB_MM_NR; j++) cb[j] = j < n ? beta * T_TO_F32(c[j * c_cs]) : 0.0f;
         v0 = vf_add(v0, vf_load_f32(cb));
