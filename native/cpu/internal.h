@@ -50,6 +50,7 @@ typedef float (*pb_read_ukernel)(const void *buf, int64_t bytes);
 typedef struct pb_isa {
     const char *name;
     int lanes; /* f32 lanes per vector */
+    int mm_mr; /* rows of MatMul's register tile and packed A panels (PB_MM_MR) */
     int (*supported)(void);
 #define PB_SLOT(slot, type) type slot[PB_DT_COUNT];
 #define PB_BINARY(name, vop, comm) pb_binary_ukernel name##_vv[PB_DT_COUNT], name##_vs[PB_DT_COUNT], name##_sv[PB_DT_COUNT];

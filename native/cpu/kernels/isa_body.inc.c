@@ -18,6 +18,17 @@
 #include "../common/vextra.inc.c"
 #include "../common/vcopy.inc.c"
 
+/* MatMul's register tile (matmul.inc.c): MR rows of A x 2 vectors of B, 2 * MR accumulators.
+ * 8 rows where the path has 32 vector registers (AVX-512, and portable16, which runs its logic):
+ * 16 accumulators, 2 B vectors and a broadcast, and M = 16, 32, 128, 1024 fall in whole tiles
+ * (with 6, 32 rows were five tiles and one of 2 rows, its 4 chains bound by the FMA latency:
+ * 32 x 1024 x 1024 f32 at 1 thread was 1.17x ORT's time, Zen 5); 6 on AVX2's 16 (12 + 3). */
+#if PB_LANES >= 16
+#define PB_MM_MR 8
+#else
+#define PB_MM_MR 6
+#endif
+
 /* partial loads of f32 buffers (tails): n < PB_LANES elements */
 static inline vf pb_f32_load_part(const float *p, int64_t n) {
     float buf[PB_LANES];
@@ -70,6 +81,7 @@ static inline vf pb_f32_load_part(const float *p, int64_t n) {
 const pb_isa PB_CAT(pb_isa_, PB_ISA) = {
     .name = PB_ISA_NAME,
     .lanes = PB_LANES,
+    .mm_mr = PB_MM_MR,
     .supported = PB_ISA_SUPPORTED,
 #define PB_SLOT(slot, type) .slot = PB_UK_ALL(slot),
 #define PB_BINARY(name, vop, comm) .name##_vv = PB_UK_ALL(name##_vv), .name##_vs = PB_UK_ALL(name##_vs), .name##_sv = PB_UK_ALL(name##_sv),

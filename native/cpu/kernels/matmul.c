@@ -68,7 +68,8 @@ static void mm_blocking(const pb_isa *isa, int64_t k, int64_t *nr, int64_t *kc, 
     if (k > 0 && k < kcv) kcv = k;
     *kc = kcv;
     int64_t mcv = pb_l2_bytes() / 2 / (kcv * 4);
-    mcv = mcv < PB_MM_MR ? PB_MM_MR : mcv > 170 * PB_MM_MR ? 170 * PB_MM_MR : mcv / PB_MM_MR * PB_MM_MR;
+    const int64_t mr = isa->mm_mr;
+    mcv = mcv < mr ? mr : mcv > 170 * mr ? 170 * mr : mcv / mr * mr;
     *mc = mcv;
 }
 
@@ -96,7 +97,7 @@ static void mm_pack_range(void *ctx, int64_t q0, int64_t q1) {
 static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
     mm_ctx *c = (mm_ctx *)ctx;
     const pb_matmul_args *a = c->a;
-    const int64_t m = a->m, n = a->n, k = a->k, nr = c->nr, kc = c->kc, mc = c->mc;
+    const int64_t m = a->m, n = a->n, k = a->k, nr = c->nr, kc = c->kc, mc = c->mc, MR = c->isa->mm_mr;
     const int f32 = a->dtype == PB_DTYPE_F32;
     const int64_t gw = c->gpanels * nr;
     const int own_b = c->bp == NULL; /* B packed by each item, one kc x NR panel at a time */
@@ -134,8 +135,8 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
                     pack_b(c->b + boff * (int64_t)c->es, c->brs, c->bcs, p0, kcb, j0, nb, bblk);
                 else
                     bpan = c->bp + mm_kw(c, p0) * c->npad + q * nr * kwb;
-                for (int64_t ir = 0; ir < mcb; ir += PB_MM_MR) {
-                    int64_t mr = mcb - ir < PB_MM_MR ? mcb - ir : PB_MM_MR;
+                for (int64_t ir = 0; ir < mcb; ir += MR) {
+                    int64_t mr = mcb - ir < MR ? mcb - ir : MR;
                     int64_t i = i0 + ir;
                     char *yt = ybase + (i * n + j0) * (int64_t)c->es;
                     float *acc = f32 ? (float *)yt : accbuf + ir * gw + (j0 - q0 * nr);
@@ -338,7 +339,7 @@ int pb_matmul(const void *args) {
     /* row blocks of equal size (mc the most the L2 holds): 1024 rows in blocks of 1020 and 4 gave one
      * of two threads all the work (1024^3 f32: 2 threads as slow as 1) */
     c.icb = (a->m + c.mc - 1) / c.mc;
-    c.mc = mm_round_up((a->m + c.icb - 1) / c.icb, PB_MM_MR);
+    c.mc = mm_round_up((a->m + c.icb - 1) / c.icb, isa->mm_mr);
     int64_t items = batch * c.icb;
     /* at least two items a thread where the rows alone give fewer: a share of a quarter of the work
      * at most left over at the end */

@@ -4,11 +4,11 @@
  * B in panels of PB_MM_NR = 2 vectors of columns (NR floats per k), both zero-padded, f16/bf16
  * converted to f32 while packing. The tile kernel keeps an MR x NR block of Y in 2 * MR vector
  * registers: per k it loads two B vectors and broadcasts MR A values, 2 * MR independent FMA
- * chains (12: enough to cover the 4-cycle FMA latency at 2 FMAs a cycle on AVX2, and it leaves
- * 3 of AVX2's 16 registers for the operands). */
+ * chains (MR = 6 on AVX2: 12, enough to cover the 4-cycle FMA latency at 2 FMAs a cycle, and it
+ * leaves 3 of AVX2's 16 registers for the operands; 8 on AVX-512: isa_body.inc.c). */
 #ifndef PB_MATMUL_ONCE
 #define PB_MATMUL_ONCE
-#define PB_MM_NR (2 * PB_LANES) /* PB_MM_MR: kernels/ukernels.h */
+#define PB_MM_NR (2 * PB_LANES) /* PB_MM_MR: kernels/isa_body.inc.c */
 /* f32 sums of one column block of the M = 1 path: half the L1d (pb_l1d_bytes), at most this many
  * (32 KiB of stack). 2048 columns (8 KiB) read 1 x 4096 x 4096 f32 at 19.6 GB/s, 4096 (16 KiB, half
  * the 32 KiB L1d) at 24.6 against ORT's 23 (Zen 4, 1 thread, 2026-12-06): whole rows of B in order */
@@ -153,11 +153,11 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block)(
     int64_t n, T *y, int64_t ldy, float alpha, float beta, const T *c, int64_t c_rs, int64_t c_cs) {
     const uint32_t *ap = (const uint32_t *)apf, *bp = (const uint32_t *)bpf;
     vf c0[PB_MM_MR], c1[PB_MM_MR];
-#pragma GCC unroll 6
+#pragma GCC unroll 8
     for (int r = 0; r < MRr; r++) c0[r] = c1[r] = vf_zero();
     for (int64_t w = 0; w < (kc + 1) / 2; w++) {
         const vbp b0 = vbp_load(bp), b1 = vbp_load(bp + PB_LANES);
-#pragma GCC unroll 6
+#pragma GCC unroll 8
         for (int r = 0; r < MRr; r++) {
             const vbp av = vbp_set1(ap[r]);
             c0[r] = vf_dpbf16(c0[r], av, b0);
@@ -260,11 +260,11 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block)(
     const int MRr, const float *ap, const float *bp, int64_t kc, float *acc, int64_t ldacc, int load, int final,
     int64_t n, T *y, int64_t ldy, float alpha, float beta, const T *c, int64_t c_rs, int64_t c_cs) {
     vf c0[PB_MM_MR], c1[PB_MM_MR];
-#pragma GCC unroll 6
+#pragma GCC unroll 8
     for (int r = 0; r < MRr; r++) c0[r] = c1[r] = vf_zero();
     for (int64_t p = 0; p < kc; p++) {
         const vf b0 = vf_load_f32(bp), b1 = vf_load_f32(bp + PB_LANES);
-#pragma GCC unroll 6
+#pragma GCC unroll 8
         for (int r = 0; r < MRr; r++) {
             const vf av = vf_set1(ap[r]);
             c0[r] = vf_fmadd(av, b0, c0[r]);
@@ -295,6 +295,10 @@ static void PB_UK(PB_DT, matmul_tile)(const float *ap, const float *bp, int64_t 
         PB_MM_CASE(3)
         PB_MM_CASE(4)
         PB_MM_CASE(5)
+#if PB_MM_MR > 6
+        PB_MM_CASE(6)
+        PB_MM_CASE(7)
+#endif
         default:
             PB_UK(PB_DT, mm_block)(PB_MM_MR, ap, bp, kc, acc, ldacc, load, final, n, yy, ldy, alpha, beta, cc, c_rs,
                                    c_cs);

@@ -75,8 +75,8 @@ typedef void (*pb_mv_trilu_ukernel)(const pb_trilu_args *a, int64_t r0, int64_t 
 /* n elements copied (no overlap). */
 typedef void (*pb_mv_copy_ukernel)(void *dst, const void *src, int64_t n, int32_t nt);
 /* ---- matmul (kernels/matmul.inc.c) ---- */
-/* rows of A per register tile and packed A panel (matmul.inc.c's reasoning; the driver blocks by it) */
-#define PB_MM_MR 6
+/* rows of A per register tile and packed A panel: PB_MM_MR, per ISA path (isa_body.inc.c; the
+ * driver blocks by pb_isa.mm_mr) */
 /* Pack a block of A into MR-row panels / of B into NR-column panels (f32, zero-padded). */
 typedef void (*pb_matmul_pack_ukernel)(const void *src, int64_t rs, int64_t cs, int64_t r0, int64_t rn, int64_t c0,
                                        int64_t cn, float *dst);
