@@ -100,7 +100,8 @@ def matmul(lib: Library, a: np.ndarray, b: np.ndarray, y: np.ndarray, *, trans_a
            trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0, c: np.ndarray | None = None,
            packed: PackedB | None = None, threads: int = 1, device: str = "cpu") -> KernelCall:
     """y = alpha * op(a) @ op(b) + beta * c. packed: pack_b's result for this b (the call then
-    reads the packed panels, not b: B as a model's constant weight)."""
+    reads the packed panels, not b: B as a model's constant weight; except at M = 1 in f16, and
+    bf16 on a path without bf16 pairs, where the f32 panels hold twice b's bytes and b is read)."""
     k = "matmul"
     args, _, _ = _problem(lib, k, a, b, y, trans_a, trans_b, alpha, beta, c, threads, device)
     keep = [a, b, y, c]

@@ -169,6 +169,69 @@ def test_m1_reading_b_where_it_lies_still_checks_the_packed_b(lib, dt):
             call.run()
     lib.select_isa("auto")
 
+
+def test_m1_reads_b_itself_where_the_packed_panels_are_larger(lib):
+    """B changed after packing shows which one M = 1 read: f16 (and bf16 where panels are f32, not
+    pairs) read B itself, f32 and bf16 pairs the packed panels."""
+    rng = np.random.default_rng(8)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        for dt in ("f32", "f16", "bf16"):
+            npdt = dtypes.get(dt).numpy
+            A = rng.standard_normal((1, 40)).astype(npdt)
+            B = rng.standard_normal((40, 70)).astype(npdt)
+            before = A.astype(np.float64) @ B.astype(np.float64)
+            pk = mm.pack_b(lib, B)
+            B *= 2  # in place: the packed panels still hold the old values
+            Y = np.zeros((1, 70), npdt)
+            mm.matmul(lib, A, B, Y, packed=pk).run()
+            reads_b = dt == "f16" or (dt == "bf16" and isa in ("avx2", "portable"))
+            want = 2 * before if reads_b else before
+            assert _err(Y, want) <= TOL[dt], (isa, dt, reads_b)
+    lib.select_isa("auto")
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
+def test_full_and_column_c_on_every_path(lib, dt):
+    """Gemm's C as a full (M, N) matrix and as a column (M, 1), with full column panels on every
+    path (N = 70: 2 x 32 + 6 on AVX-512, 4 x 16 + 6 on AVX2) and M = 13 (tiles of 8 + 5, 6 + 6 + 1)."""
+    npdt = dtypes.get(dt).numpy
+    rng = np.random.default_rng(9)
+    A = rng.standard_normal((13, 50)).astype(npdt)
+    B = rng.standard_normal((50, 70)).astype(npdt)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        for C in (rng.standard_normal((13, 70)).astype(npdt), rng.standard_normal((13, 1)).astype(npdt)):
+            Y = np.full((13, 70), np.nan, npdt)
+            mm.matmul(lib, A, B, Y, alpha=0.5, beta=-1.5, c=C).run()
+            assert _err(Y, _ref(A, B, 0, 0, 0.5, -1.5, C)) <= TOL[dt], (isa, C.shape)
+    lib.select_isa("auto")
+
+
+def test_bf16_pairs_flush_denormals_as_the_instruction_does(lib):
+    """Where the AVX-512 path runs (vdpbf16ps), the portable16 emulation gives the same bits with
+    products, sums and inputs in f32's denormal range (DAZ on inputs, FTZ on each sum), and the
+    flushing shows: Y differs from the same sums kept without flushing."""
+    if "avx512" not in isas_to_test(lib):
+        pytest.skip("the AVX-512 path cannot run on this CPU: the instruction is compared where it can")
+    rng = np.random.default_rng(12)
+    bf = dtypes.get("bf16").numpy
+    m, k, n = 9, 40, 70
+    def tiny(shape):  # magnitudes 2^-75 .. 2^-52: products 2^-150 .. 2^-104, around f32's 2^-126
+        return (rng.choice([-1.0, 1.0], shape) * np.exp2(rng.uniform(-75, -52, shape))).astype(np.float32)
+    A, B = tiny((m, k)).astype(bf), tiny((k, n)).astype(bf)
+    A[0, :4] = np.float32(2.0**-130)  # denormal inputs
+    out = {}
+    for isa in ("avx512", "portable16"):
+        lib.select_isa(isa)
+        Y = np.full((m, n), np.nan, bf)
+        mm.matmul(lib, A, B, Y).run()
+        out[isa] = Y.view(np.uint16).copy()
+    lib.select_isa("auto")
+    assert np.array_equal(out["avx512"], out["portable16"])
+    unflushed = _pair_dot_reference(A, B, 10**6, 1.0).view(np.uint16)
+    assert not np.array_equal(out["avx512"], unflushed)
+
 def _pair_dot_reference(A, B, kc, alpha):
     """bf16 Y of the pair path, computed here: per K step of kc (sums from zero, then added to the
     steps before), per k pair the odd product added first, then the even, each sum rounded to f32
@@ -191,7 +254,7 @@ def test_bf16_pair_path_is_the_dot_instructions_sum_order_bit_for_bit(small_cach
     """Where a path multiplies bf16 pairs (AVX-512 with vdpbf16ps, portable16 emulating it), Y is
     that instruction's sum order exactly: odd k before even, each sum rounded, K steps of kc = 64
     added in order (K = 151: an odd last step, its last pair padded). Computed here in numpy, so
-    the emulation is checked on any CPU and the instruction where it runs (this Zen 4 host)."""
+    the emulation is checked on any CPU and the instruction where the AVX-512 path runs."""
     lib = small_caches
     rng = np.random.default_rng(11)
     bf = dtypes.get("bf16").numpy

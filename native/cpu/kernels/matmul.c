@@ -24,8 +24,10 @@
 typedef struct {
     uint64_t magic;
     int32_t dtype, nr, kc, trans_b;
+    int32_t pairs, unused; /* the panel layout: bf16 pairs (mm_ctx.pairs) or f32 */
     int64_t k, n, isa_lanes;
 } mm_header;
+_Static_assert(sizeof(mm_header) <= MM_HEADER, "the packed B's header fits before its panels");
 
 typedef struct {
     const pb_matmul_args *a;
@@ -260,7 +262,7 @@ int pb_matmul_pack_b(const void *args) {
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_pack_b: out overlaps B");
     mm_ctx c;
     mm_ctx_init(&c, a, pb_active_isa());
-    mm_header h = {MM_MAGIC, a->dtype, (int32_t)c.nr, (int32_t)c.kc, a->trans_b, a->k, a->n, c.isa->lanes};
+    mm_header h = {MM_MAGIC, a->dtype, (int32_t)c.nr, (int32_t)c.kc, a->trans_b, c.pairs, 0, a->k, a->n, c.isa->lanes};
     memcpy(pa->out, &h, sizeof(h));
     mm_pack_ctx pc = {&c, (float *)((char *)pa->out + MM_HEADER)};
     int64_t npanels = c.npad / c.nr;
@@ -307,7 +309,8 @@ int pb_matmul(const void *args) {
         mm_header h;
         memcpy(&h, a->b_packed, sizeof(h));
         if (((uintptr_t)a->b_packed & 63) != 0 || h.magic != MM_MAGIC || h.dtype != a->dtype || h.k != a->k ||
-            h.n != a->n || h.trans_b != a->trans_b || h.nr != c.nr || h.kc != c.kc || h.isa_lanes != isa->lanes)
+            h.n != a->n || h.trans_b != a->trans_b || h.nr != c.nr || h.kc != c.kc || h.pairs != c.pairs ||
+            h.isa_lanes != isa->lanes)
             return pb_fail(PB_ERR_INVALID_ARGUMENT,
                            "matmul: b_packed was not packed for this problem on this path (pb_matmul_pack_b with the "
                            "same dtype, k, n, trans_b, ISA path and cache sizes)");

@@ -222,6 +222,7 @@ static void PB_UK(PB_DT, matmul_pack_b)(const void *src, int64_t rs, int64_t cs,
                 /* 8 x 8 blocks transposed in registers: the element-by-element interleave left
                  * 32 x 1024 x 1024 transB with B an input at 1.71x ORT's time (Zen 5, 1 thread) */
 #if T_IS_F32
+                (void)tmp; /* read where it lies */
                 for (int j = 0; j < PB_MM_NR; j += 8)
                     for (int t = 0; t < PB_LANES; t += 8)
                         pb_mv_t8x8_b32(b + (j0 + q + j) * cs + p0 + p + t, cs, d + (p + t) * PB_MM_NR + j, PB_MM_NR);
