@@ -24,7 +24,8 @@ LEGEND = (
     "vs ORT f32 = an f16/bf16 cell against ORT's f32 kernel (the run's f32 twin cell, or the as-run ratio where "
     "ORT was substituted). %peak = share of this host's measured ceiling: the bandwidth probed at "
     "the side's working set and thread count (read, mixed with copy for the share of its bytes the op writes), "
-    "or the f32 FMA peak (`perfbench peaks --show`); above 100% it is "
+    "or the f32 FMA peak (a bf16 MatMul/Gemm on bf16 pairs: the higher of the bf16 dot and FMA peaks; "
+    "`perfbench peaks --show`); above 100% it is "
     "marked \u2191 (the ceiling is wrong for that cell)."
 )
 DISPATCH_NOTE = ("† ORT's per-node dispatch ({}, `perfbench peaks --show`) is more than half of ORT's time in {} "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 
 import numpy as np
@@ -118,8 +119,12 @@ def _initializer_bytes(initializers: list, values: dict) -> list:
         a = np.ascontiguousarray(values[source])
         if tuple(a.shape) != tuple(shape):
             raise ValueError(f"initializer {name!r}: value of shape {a.shape}, the graph declares {tuple(shape)}")
-        if (a.dtype.kind not in "fiub" and a.dtype != dtypes.BF16.numpy) or a.dtype.byteorder == ">":
+        if (a.dtype.kind not in "fiub" and a.dtype != dtypes.BF16.numpy) or not a.dtype.isnative \
+                or sys.byteorder != "little":
             raise ValueError(f"initializer {name!r}: values of dtype {a.dtype} have no raw_data form here")
+        if a.dtype.itemsize != helper.tensor_dtype_to_np_dtype(elem).itemsize:
+            raise ValueError(f"initializer {name!r}: values of dtype {a.dtype} for an element type of "
+                             f"{helper.tensor_dtype_to_np_dtype(elem).itemsize} bytes")
         data = memoryview(a.reshape(-1).view(np.uint8))
         head = (_key(_NAME, 2) + _varint(len(name.encode())) + name.encode()
                 + b"".join(_key(_DIMS, 0) + _varint(int(d)) for d in a.shape)

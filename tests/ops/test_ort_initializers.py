@@ -71,6 +71,9 @@ def test_an_initializer_needs_its_value_of_its_declared_shape():
         ortlib.build_model(spec, dtypes.F32)
     with pytest.raises(ValueError, match=r"initializer 'B__0': value of shape \(5, 33\)"):
         ortlib.build_model(spec, dtypes.F32, values={"B": np.zeros((N, K), np.float32)})
+    # raw bytes of another width than the element type's: refused, not a model with short data
+    with pytest.raises(ValueError, match="initializer 'B__0': values of dtype float32 for an element type of 2 bytes"):
+        ortlib.build_model(spec, dtypes.F16, values={"B": np.zeros((K, N), np.float32)})
 
 
 def test_a_bf16_and_f16_initializer_holds_the_values_bits():
