@@ -67,11 +67,12 @@ static inline int pb_isa_portable_supported(void) { return 1; }
  * (low half: the even k). vf_dpbf16 computes what AVX512-BF16's vdpbf16ps does, so portable16
  * runs the AVX-512 path's pair logic on any CPU: per lane acc += odd product, rounded, then +=
  * even product, rounded; inputs and each rounded sum flushed to zero when denormal (DAZ/FTZ). The
- * products are exact (8 x 8 bits), so each step is one double sum rounded to f32. On the Zen 4
- * host (2026-12-06) this matched vdpbf16ps bit for bit on 10^6 random lanes, a third of them with
- * denormal accumulators or products; the even-first order or one rounding for both products
- * differed in 5-14% of lanes (tests/kernels_ffi/test_matmul.py checks it where the instruction
- * exists). */
+ * products are exact (8 x 8 bits), so each step is one double sum rounded to f32. On a Zen 4
+ * (2026-12-06, a one-off check whose script was not kept) this matched vdpbf16ps bit for bit on
+ * 10^6 random lanes, a third of them with denormal accumulators or products; the even-first order
+ * or one rounding for both products differed in 5-14% of lanes. tests/kernels_ffi/test_matmul.py
+ * checks it against a numpy model on any CPU and, where the instruction runs, against it with
+ * products, sums and inputs in f32's denormal range. */
 typedef struct { uint32_t w[PB_LANES]; } vbp;
 static inline vbp vbp_load(const uint32_t *p) { vbp r; memcpy(r.w, p, sizeof r.w); return r; }
 static inline vbp vbp_set1(uint32_t x) { vbp r; PB_VLOOP(i) r.w[i] = x; return r; }
