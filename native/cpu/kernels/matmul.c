@@ -137,8 +137,18 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
                     pack_b(c->b + boff * (int64_t)c->es, c->brs, c->bcs, p0, kcb, j0, nb, bblk);
                 else
                     bpan = c->bp + mm_kw(c, p0) * c->npad + q * nr * kwb;
+                /* B packed outside the call streams from memory: the next panel is prefetched into
+                 * the L2 a share at a time ahead of each tile of this one, where the shares are at
+                 * most 32 lines (Zen 5, ab: 128 x 4096 x 4096 f32 at 1 thread, 16 tiles a panel, 24
+                 * lines each, -9%; 16 x 4096 x 4096, 2 tiles of 192 lines, +18%) */
+                const int64_t lines = nr * kwb * 4 / 64, share = (lines * MR + mcb - 1) / mcb;
+                const char *next = !own_b && q + 1 < q1 && share <= 32 ? (const char *)(bpan + nr * kwb) : NULL;
                 for (int64_t ir = 0; ir < mcb; ir += MR) {
                     int64_t mr = mcb - ir < MR ? mcb - ir : MR;
+                    if (next != NULL) {
+                        int64_t l0 = ir / MR * share, l1 = l0 + share < lines ? l0 + share : lines;
+                        for (int64_t l = l0; l < l1; l++) __builtin_prefetch(next + l * 64, 0, 2);
+                    }
                     int64_t i = i0 + ir;
                     char *yt = ybase + (i * n + j0) * (int64_t)c->es;
                     float *acc = f32 ? (float *)yt : accbuf + ir * gw + (j0 - q0 * nr);
