@@ -20,8 +20,8 @@ TOL = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}  # relative to 1 + |Y| per elem
 
 @pytest.fixture()
 def small_caches(lib):
-    """L1d 4 KiB and L2 8 KiB: kc = 64 and mc = 12 rows, so K = 150 takes 3 K steps and M = 29 three
-    row blocks; restored after."""
+    """L1d 4 KiB and L2 8 KiB: kc = 64 and mc = 16 rows (12 on the 6-row paths), so K = 150 takes
+    3 K steps and M = 29 two row blocks (three); restored after."""
     lib.check(lib.lib.pb_set_core_cache_bytes(4096, 8192), "set caches")
     yield lib
     lib._set_llc()
@@ -40,7 +40,8 @@ def _err(Y, ref):
     return float(np.max(np.abs(Y.astype(np.float64) - ref) / (1 + np.abs(ref)))) if Y.size else 0.0
 
 
-SHAPES = [(1, 33, 17), (1, 150, 70), (3, 33, 5), (29, 150, 70), (6, 64, 64), (7, 5, 1)]
+# (23 and 14 rows, K = 150: the 7- and 6-row tiles of the 8-row paths over several K steps)
+SHAPES = [(1, 33, 17), (1, 150, 70), (3, 33, 5), (29, 150, 70), (6, 64, 64), (7, 5, 1), (23, 150, 70), (14, 150, 70)]
 
 
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
@@ -170,6 +171,17 @@ def test_m1_reading_b_where_it_lies_still_checks_the_packed_b(lib, dt):
     lib.select_isa("auto")
 
 
+def test_a_packed_b_of_another_layout_is_refused(lib):
+    """The header's layout field (bf16 pairs or f32 panels) is checked: flipped, the call fails."""
+    bf = dtypes.get("bf16").numpy
+    b = np.ones((5, 3), np.float32).astype(bf)
+    pk = mm.pack_b(lib, b)
+    mm.matmul(lib, np.ones((2, 5), bf), b, np.zeros((2, 3), bf), packed=pk).run()
+    pk.buf.view(np.int32)[6] ^= 1  # mm_header.pairs
+    with pytest.raises(NativeError, match="b_packed was not packed for this problem"):
+        mm.matmul(lib, np.ones((2, 5), bf), b, np.zeros((2, 3), bf), packed=pk).run()
+
+
 def test_m1_reads_b_itself_where_the_packed_panels_are_larger(lib):
     """B changed after packing shows which one M = 1 read: f16 (and bf16 where panels are f32, not
     pairs) read B itself, f32 and bf16 pairs the packed panels."""
@@ -205,6 +217,29 @@ def test_full_and_column_c_on_every_path(lib, dt):
             Y = np.full((13, 70), np.nan, npdt)
             mm.matmul(lib, A, B, Y, alpha=0.5, beta=-1.5, c=C).run()
             assert _err(Y, _ref(A, B, 0, 0, 0.5, -1.5, C)) <= TOL[dt], (isa, C.shape)
+    lib.select_isa("auto")
+
+
+def test_bf16_pairs_flush_a_denormal_input_and_a_denormal_sum(lib):
+    """On every path that multiplies bf16 pairs (portable16 everywhere, AVX-512 where it runs), a
+    denormal input counts as 0 (2^-130 x 2^60: 0, not 2^-70) and a denormal sum is flushed (two
+    products of 2^-127 in a pair: the first sum 2^-127 flushes, then the second: 0, not 2^-126)."""
+    bf = dtypes.get("bf16").numpy
+    A = np.zeros((2, 2), np.float32)
+    B = np.zeros((2, 2), np.float32)
+    A[0, 0], B[0, 0] = 2.0**-130, 2.0**60
+    A[1, :], B[:, 1] = 2.0**-64, 2.0**-63
+    A, B = A.astype(bf), B.astype(bf)
+    assert float(A[0, 0].astype(np.float32)) == 2.0**-130  # bf16 holds the denormal exactly
+    pair_paths = [i for i in isas_to_test(lib) if i in ("avx512", "portable16")]
+    assert "portable16" in pair_paths
+    for isa in pair_paths:
+        lib.select_isa(isa)
+        Y = np.full((2, 2), np.nan, bf)
+        mm.matmul(lib, A, B, Y).run()
+        y = Y.astype(np.float32)
+        assert y[0, 0] == 0.0 and y[1, 1] == 0.0, (isa, y)
+        assert y[1, 0] == np.float32(2.0**-4), (isa, y)
     lib.select_isa("auto")
 
 

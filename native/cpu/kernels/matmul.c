@@ -141,7 +141,8 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
                  * the L2 a share at a time ahead of each tile of this one, where the shares are at
                  * most 32 lines (Zen 5, ab: 128 x 4096 x 4096 f32 at 1 thread, 16 tiles a panel, 24
                  * lines each, -9%; 16 x 4096 x 4096, 2 tiles of 192 lines, +18%) */
-                const int64_t lines = nr * kwb * 4 / 64, share = (lines * MR + mcb - 1) / mcb;
+                const int64_t lines = nr * kwb * 4 / 64, ntiles = (mcb + MR - 1) / MR;
+                const int64_t share = (lines + ntiles - 1) / ntiles;
                 const char *next = !own_b && q + 1 < q1 && share <= 32 ? (const char *)(bpan + nr * kwb) : NULL;
                 for (int64_t ir = 0; ir < mcb; ir += MR) {
                     int64_t mr = mcb - ir < MR ? mcb - ir : MR;
