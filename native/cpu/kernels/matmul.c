@@ -333,7 +333,7 @@ int pb_matmul(const void *args) {
     }
     /* M = 1 reads B once: where B's packed panels hold more bytes than B itself (f16, and bf16
      * without pairs: panels of f32), B is read where it lies even when a packed copy is given */
-    const int raw_smaller = a->dtype == PB_DTYPE_F16 || (a->dtype == PB_DTYPE_BF16 && !isa->mm_bf16_pairs);
+    const int raw_smaller = a->dtype != PB_DTYPE_F32 && !c.pairs;
     if (a->k == 0 || (a->m == 1 && (a->b_packed == NULL || (raw_smaller && a->b != NULL)))) {
         /* Y = beta * C (k = 0), or the M = 1 GEMV reading B where it lies */
         if (a->b == NULL && a->k > 0) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: b must not be NULL where m = 1");
@@ -366,8 +366,9 @@ int pb_matmul(const void *args) {
     /* B: packed once outside the call (b_packed), else by each item, one kc x NR panel at a time
      * into the L1, just before its tiles: packing all of B first moved it three times through DRAM
      * (16 x 4096 x 4096 f32 at 2 threads: 1.20x ORT's time), and a kc x (the item's panels) block
-     * packed per K step wrote it through the L2 (32 x 1024 x 1024 transB at 1 thread, B an input:
-     * 478 us against 285 with B packed outside the call, Zen 5) */
+     * packed per K step wrote it through the L2 (32 x 1024 x 1024 transB f32 at 1 thread, B an
+     * input: 478 us in an ab run, where the suite run before had 285 us with B packed outside the
+     * call, Zen 5; not side by side) */
     c.bp = a->b_packed != NULL ? (const float *)((const char *)a->b_packed + MM_HEADER) : NULL;
     int64_t tasks = batch * c.icb * c.ngroups;
     CHECK(pb_parallel_for(threads, tasks, mm_compute_range, &c));

@@ -215,27 +215,26 @@ static void PB_UK(PB_DT, matmul_pack_b)(const void *src, int64_t rs, int64_t cs,
             /* columns contiguous along k (transB, nn.Linear's (N, K) weight): each column's k values
              * converted a vector at a time, then interleaved; element by element, packing B at run
              * time made 32 x 1024 x 1024 transB 3.3x ORT's time (Zen 4, 1 thread) */
-            float tmp[PB_MM_NR][PB_LANES];
             int64_t p = 0;
             for (; p + PB_LANES <= kc; p += PB_LANES) {
-#if defined(__AVX2__) && PB_LANES % 8 == 0
-                /* 8 x 8 blocks transposed in registers: the element-by-element interleave left
-                 * 32 x 1024 x 1024 transB with B an input at 1.71x ORT's time (Zen 5, 1 thread) */
-#if T_IS_F32
-                (void)tmp; /* read where it lies */
+                /* 8 x 8 blocks transposed in registers where the path has AVX2: the element-by-
+                 * element interleave left 32 x 1024 x 1024 transB with B an input at 1.71x ORT's
+                 * time (Zen 5, 1 thread) */
+#if defined(__AVX2__) && PB_LANES % 8 == 0 && T_IS_F32
                 for (int j = 0; j < PB_MM_NR; j += 8)
                     for (int t = 0; t < PB_LANES; t += 8)
                         pb_mv_t8x8_b32(b + (j0 + q + j) * cs + p0 + p + t, cs, d + (p + t) * PB_MM_NR + j, PB_MM_NR);
 #else
+                float tmp[PB_MM_NR][PB_LANES];
                 for (int j = 0; j < PB_MM_NR; j++) vf_store_f32(tmp[j], T_LOAD(b + (j0 + q + j) * cs + p0 + p));
+#if defined(__AVX2__) && PB_LANES % 8 == 0
                 for (int j = 0; j < PB_MM_NR; j += 8)
                     for (int t = 0; t < PB_LANES; t += 8)
                         pb_mv_t8x8_b32(&tmp[j][t], PB_LANES, d + (p + t) * PB_MM_NR + j, PB_MM_NR);
-#endif
 #else
-                for (int j = 0; j < PB_MM_NR; j++) vf_store_f32(tmp[j], T_LOAD(b + (j0 + q + j) * cs + p0 + p));
                 for (int t = 0; t < PB_LANES; t++)
                     for (int j = 0; j < PB_MM_NR; j++) d[(p + t) * PB_MM_NR + j] = tmp[j][t];
+#endif
 #endif
             }
             for (; p < kc; p++)
