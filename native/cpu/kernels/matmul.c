@@ -137,19 +137,25 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
                     pack_b(c->b + boff * (int64_t)c->es, c->brs, c->bcs, p0, kcb, j0, nb, bblk);
                 else
                     bpan = c->bp + mm_kw(c, p0) * c->npad + q * nr * kwb;
-                /* B packed outside the call streams from memory: the next panel is prefetched into
-                 * the L2 a share at a time ahead of each tile of this one, where the shares are at
-                 * most 32 lines (Zen 5, ab: 128 x 4096 x 4096 f32 at 1 thread, 16 tiles a panel, 24
-                 * lines each, -9%; 16 x 4096 x 4096, 2 tiles of 192 lines, +18%) */
-                const int64_t lines = nr * kwb * 4 / 64, ntiles = (mcb + MR - 1) / MR;
-                const int64_t share = (lines + ntiles - 1) / ntiles;
-                const char *next = !own_b && q + 1 < q1 && share <= 32 ? (const char *)(bpan + nr * kwb) : NULL;
+                /* B packed outside the call streams from memory: the item's next panel (the next K
+                 * step's first after its last) is prefetched into the L2 by the first tile, one k row
+                 * per k step, spread evenly over its FMAs, where the panel has two tiles or more: with
+                 * one (M = 1 x 4096 x 4096 f32, 1 thread) the prefetches made it 31% slower, its
+                 * stream already as fast as the hardware's prefetcher takes it; the 2-tile 16 x 4096 x
+                 * 4096 went 18% faster and 1024^3 16% (Zen 4, ab, with the tile's prefetch of its
+                 * sums, mm_block_prefetch, in the same change). Prefetches issued in bursts before each
+                 * tile (a share of the next panel's lines, at most 32) helped 128 x 4096 x 4096 f32
+                 * (-9%) but made 16 x 4096 x 4096 18% slower, where the unrestricted share was
+                 * 128 lines a tile (Zen 5, ab, 1 thread) */
+                const char *next = NULL;
+                if (!own_b && mcb > MR) {
+                    if (q + 1 < q1)
+                        next = (const char *)(bpan + nr * kwb);
+                    else if (p0 + 2 * kc <= k) /* a next K step as long as this one: kwb rows */
+                        next = (const char *)(c->bp + mm_kw(c, p0 + kc) * c->npad + q0 * nr * kwb);
+                }
                 for (int64_t ir = 0; ir < mcb; ir += MR) {
                     int64_t mr = mcb - ir < MR ? mcb - ir : MR;
-                    if (next != NULL) {
-                        int64_t l0 = ir / MR * share, l1 = l0 + share < lines ? l0 + share : lines;
-                        for (int64_t l = l0; l < l1; l++) __builtin_prefetch(next + l * 64, 0, 2);
-                    }
                     int64_t i = i0 + ir;
                     char *yt = ybase + (i * n + j0) * (int64_t)c->es;
                     float *acc = f32 ? (float *)yt : accbuf + ir * gw + (j0 - q0 * nr);
@@ -158,7 +164,7 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
                                          ? (const char *)a->c + (i * a->c_rs + j0 * a->c_cs) * (int64_t)c->es
                                          : NULL;
                     tile(ap + ir * kwb, bpan, kcb, acc, ldacc, load, final, mr, nb, yt, n, a->alpha, beta, ct, a->c_rs,
-                         a->c_cs);
+                         a->c_cs, ir == 0 ? next : NULL);
                 }
             }
         }

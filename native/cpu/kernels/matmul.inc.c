@@ -13,7 +13,29 @@
  * (32 KiB of stack). 2048 columns (8 KiB) read 1 x 4096 x 4096 f32 at 19.6 GB/s, 4096 (16 KiB, half
  * the 32 KiB L1d) at 24.6 against ORT's 23 (Zen 4, 1 thread, 2026-12-06): whole rows of B in order */
 #define PB_MM_GEMV_COLS 8192
+/* k row i of a panel laid out as the packed B panels (NR words per k step) at pf, into the L2
+ * (one prefetch per 64-byte line of the row; pf NULL: none) */
+#define PB_MM_PREFETCH_ROW(pf, i)                                                                  \
+    do {                                                                                           \
+        if ((pf) != NULL)                                                                          \
+            for (int pl_ = 0; pl_ < PB_MM_NR * 4; pl_ += 64) __builtin_prefetch((pf) + (i) * PB_MM_NR * 4 + pl_, 0, 2); \
+    } while (0)
 #endif
+
+/* Prefetch (for writing) the rows a tile will read and write at its end: the partial sums in acc
+ * (load, or not final) and the output rows of y (final). Y (f32: the sums themselves) is larger
+ * than the L2 from M x N = 128 x 4096 on: a tile's 16 loads at the end missed into L3 or DRAM, each
+ * of the K steps (kc = 128: 32 of them at K = 4096, Zen 4) */
+static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block_prefetch)(
+    const int MRr, const float *acc, int64_t ldacc, int load, int final, int64_t n, const T *y, int64_t ldy) {
+    for (int r = 0; r < MRr; r++) {
+        if (load || !final)
+            for (int64_t l = 0; l < n * 4; l += 64) __builtin_prefetch((const char *)(acc + r * ldacc) + l, 1, 3);
+        if (final && (const void *)y != (const void *)acc)
+            for (int64_t l = 0; l < n * (int64_t)sizeof(T); l += 64)
+                __builtin_prefetch((const char *)(y + r * ldy) + l, 1, 3);
+    }
+}
 
 /* One row of a finished tile: v = alpha * acc (+ beta * C), stored as T (n <= NR columns). */
 static inline void PB_UK(PB_DT, mm_row_out)(vf v0, vf v1, int64_t n, T *y, float alpha, float beta, const T *c,
@@ -150,12 +172,14 @@ static void PB_UK(PB_DT, matmul_pack_b)(const void *src, int64_t rs, int64_t cs,
  * rest as mm_block_out. */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block)(
     const int MRr, const float *apf, const float *bpf, int64_t kc, float *acc, int64_t ldacc, int load, int final,
-    int64_t n, T *y, int64_t ldy, float alpha, float beta, const T *c, int64_t c_rs, int64_t c_cs) {
+    int64_t n, T *y, int64_t ldy, float alpha, float beta, const T *c, int64_t c_rs, int64_t c_cs, const char *pf) {
     const uint32_t *ap = (const uint32_t *)apf, *bp = (const uint32_t *)bpf;
+    PB_UK(PB_DT, mm_block_prefetch)(MRr, acc, ldacc, load, final, n, y, ldy);
     vf c0[PB_MM_MR], c1[PB_MM_MR];
 #pragma GCC unroll 8
     for (int r = 0; r < MRr; r++) c0[r] = c1[r] = vf_zero();
     for (int64_t w = 0; w < (kc + 1) / 2; w++) {
+        PB_MM_PREFETCH_ROW(pf, w);
         const vbp b0 = vbp_load(bp), b1 = vbp_load(bp + PB_LANES);
 #pragma GCC unroll 8
         for (int r = 0; r < MRr; r++) {
@@ -258,11 +282,13 @@ static void PB_UK(PB_DT, matmul_pack_b)(const void *src, int64_t rs, int64_t cs,
  * rest as mm_block_out. */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block)(
     const int MRr, const float *ap, const float *bp, int64_t kc, float *acc, int64_t ldacc, int load, int final,
-    int64_t n, T *y, int64_t ldy, float alpha, float beta, const T *c, int64_t c_rs, int64_t c_cs) {
+    int64_t n, T *y, int64_t ldy, float alpha, float beta, const T *c, int64_t c_rs, int64_t c_cs, const char *pf) {
+    PB_UK(PB_DT, mm_block_prefetch)(MRr, acc, ldacc, load, final, n, y, ldy);
     vf c0[PB_MM_MR], c1[PB_MM_MR];
 #pragma GCC unroll 8
     for (int r = 0; r < MRr; r++) c0[r] = c1[r] = vf_zero();
     for (int64_t p = 0; p < kc; p++) {
+        PB_MM_PREFETCH_ROW(pf, p);
         const vf b0 = vf_load_f32(bp), b1 = vf_load_f32(bp + PB_LANES);
 #pragma GCC unroll 8
         for (int r = 0; r < MRr; r++) {
@@ -282,12 +308,12 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block)(
  * columns; see mm_block. Specialized per row count, so each keeps its chains in registers. */
 static void PB_UK(PB_DT, matmul_tile)(const float *ap, const float *bp, int64_t kc, float *acc, int64_t ldacc,
                                       int load, int final, int64_t mr, int64_t n, void *y, int64_t ldy, float alpha,
-                                      float beta, const void *c, int64_t c_rs, int64_t c_cs) {
+                                      float beta, const void *c, int64_t c_rs, int64_t c_cs, const char *pf) {
     T *yy = (T *)y;
     const T *cc = (const T *)c;
 #define PB_MM_CASE(R)                                                                                            \
     case R:                                                                                                      \
-        PB_UK(PB_DT, mm_block)(R, ap, bp, kc, acc, ldacc, load, final, n, yy, ldy, alpha, beta, cc, c_rs, c_cs); \
+        PB_UK(PB_DT, mm_block)(R, ap, bp, kc, acc, ldacc, load, final, n, yy, ldy, alpha, beta, cc, c_rs, c_cs, pf); \
         break;
     switch (mr) {
         PB_MM_CASE(1)
@@ -301,7 +327,7 @@ static void PB_UK(PB_DT, matmul_tile)(const float *ap, const float *bp, int64_t 
 #endif
         default:
             PB_UK(PB_DT, mm_block)(PB_MM_MR, ap, bp, kc, acc, ldacc, load, final, n, yy, ldy, alpha, beta, cc, c_rs,
-                                   c_cs);
+                                   c_cs, pf);
     }
 #undef PB_MM_CASE
 }

@@ -80,10 +80,11 @@ typedef void (*pb_mv_copy_ukernel)(void *dst, const void *src, int64_t n, int32_
 /* Pack a block of A into MR-row panels / of B into NR-column panels (f32, zero-padded). */
 typedef void (*pb_matmul_pack_ukernel)(const void *src, int64_t rs, int64_t cs, int64_t r0, int64_t rn, int64_t c0,
                                        int64_t cn, float *dst);
-/* mr x n block of Y from one packed A panel and one packed B panel over kc (partial sums in acc). */
+/* mr x n block of Y from one packed A panel and one packed B panel over kc (partial sums in acc);
+ * pf (or NULL): a panel laid out as bp, prefetched into the L2 one k row per k step. */
 typedef void (*pb_matmul_tile_ukernel)(const float *ap, const float *bp, int64_t kc, float *acc, int64_t ldacc,
                                        int load, int final, int64_t mr, int64_t n, void *y, int64_t ldy, float alpha,
-                                       float beta, const void *c, int64_t c_rs, int64_t c_cs);
+                                       float beta, const void *c, int64_t c_rs, int64_t c_cs, const char *pf);
 /* Columns [j0, j1) of one row of A times B (M = 1). */
 typedef void (*pb_matmul_gemv_ukernel)(const void *x, int64_t xs, const void *b, int64_t rs, int64_t cs, int64_t k,
                                        int64_t j0, int64_t j1, void *y, float alpha, float beta, const void *c,
