@@ -385,8 +385,40 @@ static void PB_UK(PB_DT, matmul_gemv)(const void *xv, int64_t xs, const void *bv
         }
         return;
     }
-    /* columns of B contiguous along k (rs == 1): per column a dot product of x and that column */
-    for (int64_t j = j0; j < j1; j++) {
+    /* columns of B contiguous along k (rs == 1): per column a dot product of x and that column.
+     * f16/bf16: four columns at a time where x is contiguous (eight FMA chains, x converted once
+     * for four), each column's sum in the same order as one at a time. ab, Zen 4, Gemm 1 x 1024 x
+     * 1024 transB: f16 and bf16 16-28% faster in 5 of 6 cells; f32, whose single column already
+     * reads B from the L3 at about 89 GB/s, 9-13% slower, so f32 keeps one column at a time */
+    int64_t j = j0;
+    if (!T_IS_F32 && xs == 1 && rs == 1)
+        for (; j + 4 <= j1; j += 4) {
+            const T *k0 = b + j * cs, *k1 = k0 + cs, *k2 = k1 + cs, *k3 = k2 + cs;
+            vf a0 = vf_zero(), a1 = vf_zero(), b0 = vf_zero(), b1 = vf_zero();
+            vf d0 = vf_zero(), d1 = vf_zero(), e0 = vf_zero(), e1 = vf_zero();
+            int64_t p = 0;
+            for (; p + 2 * PB_LANES <= k; p += 2 * PB_LANES) {
+                const vf x0 = T_LOAD(x + p), x1 = T_LOAD(x + p + PB_LANES);
+                a0 = vf_fmadd(x0, T_LOAD(k0 + p), a0);
+                a1 = vf_fmadd(x1, T_LOAD(k0 + p + PB_LANES), a1);
+                b0 = vf_fmadd(x0, T_LOAD(k1 + p), b0);
+                b1 = vf_fmadd(x1, T_LOAD(k1 + p + PB_LANES), b1);
+                d0 = vf_fmadd(x0, T_LOAD(k2 + p), d0);
+                d1 = vf_fmadd(x1, T_LOAD(k2 + p + PB_LANES), d1);
+                e0 = vf_fmadd(x0, T_LOAD(k3 + p), e0);
+                e1 = vf_fmadd(x1, T_LOAD(k3 + p + PB_LANES), e1);
+            }
+            float v[4] = {vf_hsum(vf_add(a0, a1)), vf_hsum(vf_add(b0, b1)), vf_hsum(vf_add(d0, d1)),
+                          vf_hsum(vf_add(e0, e1))};
+            for (int u = 0; u < 4; u++) {
+                const T *col = b + (j + u) * cs;
+                for (int64_t q = p; q < k; q++) v[u] += T_TO_F32(x[q]) * T_TO_F32(col[q]);
+                float o = v[u] * alpha;
+                if (c != NULL) o += beta * T_TO_F32(c[(j + u) * c_cs]);
+                y[j + u] = T_FROM_F32(o);
+            }
+        }
+    for (; j < j1; j++) {
         const T *col = b + j * cs;
         vf s0 = vf_zero(), s1 = vf_zero();
         int64_t p = 0;
