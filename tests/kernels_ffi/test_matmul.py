@@ -203,6 +203,51 @@ def test_m1_reads_b_itself_where_the_packed_panels_are_larger(lib):
     lib.select_isa("auto")
 
 
+def _cancelling_columns(rng, n, k, npdt):
+    """(N, K) columns whose entries are +-2048 at random places (as many each way: they cancel
+    exactly) and small values elsewhere: the f32 partial sums reach ~1e4 while the result is ~0.1,
+    so a different summation order shows in the f16/bf16 output bits (with random data the
+    output's rounding hides it). k even."""
+    cols = np.empty((n, k), np.float32)
+    for j in range(n):
+        big = rng.permutation(k)[: k // 2 // 2 * 2]
+        cols[j] = rng.uniform(0.001, 0.01, k)
+        cols[j, big] = np.where(np.arange(big.size) % 2 == 0, 2048.0, -2048.0)
+    return cols.astype(npdt)
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_m1_trans_b_four_columns_at_a_time_keep_each_columns_sum_bit_for_bit(lib, dt):
+    """M = 1 with B's columns contiguous (transB) runs four columns at a time in f16/bf16: each
+    column's result has the bits it has alone (N = 1: one column at a time), for N mod 4 = 0..3,
+    N < 4, K shorter than two vectors (no vector step) and with vector and scalar tails; C a row
+    (Gemm's bias) and a scalar. Random data is checked against float64, cancelling data bit for bit
+    (seen failing with the four-column tail summed in reverse). On AVX-512 and portable16 bf16
+    takes the pairs' blocked path only with a packed B; none is given here."""
+    npdt = dtypes.get(dt).numpy
+    rng = np.random.default_rng(12)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        for k, n in ((150, 7), (34, 3), (6, 11), (70, 4), (64, 9), (98, 6)):
+            A = rng.standard_normal((1, k)).astype(npdt)
+            Bt = rng.standard_normal((n, k)).astype(npdt)  # (N, K): trans_b
+            C = rng.standard_normal((1, n)).astype(npdt)
+            Y = np.zeros((1, n), npdt)
+            mm.matmul(lib, A, Bt, Y, trans_b=True, alpha=0.5, beta=-1.5, c=C).run()
+            assert _err(Y, _ref(A, Bt, 0, 1, 0.5, -1.5, C)) <= TOL[dt], (isa, k, n)
+            ones, Bc = np.ones((1, k), npdt), _cancelling_columns(rng, n, k, npdt)
+            for C in (rng.standard_normal((1, n)).astype(npdt), np.full((1,), 0.25, npdt)):
+                Y = np.zeros((1, n), npdt)
+                mm.matmul(lib, ones, Bc, Y, trans_b=True, alpha=0.5, beta=-1.5, c=C).run()
+                for j in range(n):
+                    yj = np.zeros((1, 1), npdt)
+                    cj = C[:, j:j + 1] if C.ndim == 2 else C
+                    mm.matmul(lib, ones, np.ascontiguousarray(Bc[j:j + 1]), yj, trans_b=True, alpha=0.5, beta=-1.5,
+                              c=cj).run()
+                    assert Y[:, j].view(np.uint16) == yj[:, 0].view(np.uint16), (isa, k, n, j, C.shape)
+    lib.select_isa("auto")
+
+
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
 def test_full_and_column_c_on_every_path(lib, dt):
     """Gemm's C as a full (M, N) matrix and as a column (M, 1), with full column panels on every

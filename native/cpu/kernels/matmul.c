@@ -142,11 +142,12 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
                  * per k step, spread evenly over its FMAs, where the panel has two tiles or more: with
                  * one (M = 1 x 4096 x 4096 f32, 1 thread) the prefetches made it 31% slower, its
                  * stream already as fast as the hardware's prefetcher takes it; the 2-tile 16 x 4096 x
-                 * 4096 went 18% faster and 1024^3 16% (Zen 4, ab, with the tile's prefetch of its
-                 * sums, mm_block_prefetch, in the same change). Prefetches issued in bursts before each
-                 * tile (a share of the next panel's lines, at most 32) helped 128 x 4096 x 4096 f32
-                 * (-9%) but made 16 x 4096 x 4096 18% slower, where the unrestricted share was
-                 * 128 lines a tile (Zen 5, ab, 1 thread) */
+                 * 4096 took 21% less time at 1 thread and 26% at 2, 1024^3 16% and 6.5% in two runs at
+                 * 1 thread (Zen 4, ab, with the tile's prefetch of its sums, mm_block_prefetch, in the
+                 * same change). Prefetches issued in bursts before each tile (a share of the next
+                 * panel's lines, at most 32) helped 128 x 4096 x 4096 f32 (-9%) but made 16 x 4096 x
+                 * 4096 18% slower, where the unrestricted share was 192 lines a tile (Zen 5, ab,
+                 * 1 thread) */
                 const char *next = NULL;
                 if (!own_b && mcb > MR) {
                     if (q + 1 < q1)

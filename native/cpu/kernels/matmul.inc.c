@@ -14,7 +14,7 @@
  * the 32 KiB L1d) at 24.6 against ORT's 23 (Zen 4, 1 thread, 2026-12-06): whole rows of B in order */
 #define PB_MM_GEMV_COLS 8192
 /* k row i of a panel laid out as the packed B panels (NR words per k step) at pf, into the L2
- * (one prefetch per 64-byte line of the row; pf NULL: none) */
+ * (one prefetch per 64 bytes of the row: the packed panels are 64-byte aligned; pf NULL: none) */
 #define PB_MM_PREFETCH_ROW(pf, i)                                                                  \
     do {                                                                                           \
         if ((pf) != NULL)                                                                          \
@@ -22,10 +22,14 @@
     } while (0)
 #endif
 
-/* Prefetch (for writing) the rows a tile will read and write at its end: the partial sums in acc
- * (load, or not final) and the output rows of y (final). Y (f32: the sums themselves) is larger
- * than the L2 from M x N = 128 x 4096 on: a tile's 16 loads at the end missed into L3 or DRAM, each
- * of the K steps (kc = 128: 32 of them at K = 4096, Zen 4) */
+/* Prefetch (for writing) the rows a tile reads or writes at its end: the partial sums in acc
+ * (load, or not final) and, on the last K step, the output rows of y where they are not acc (f16
+ * and bf16; an f32 product of one K step, whose acc is y, prefetches nothing). One prefetch per 64
+ * bytes of a row: a row that is not 64-byte aligned may leave its last line to the load. Y (f32:
+ * the sums themselves) is larger than the Zen 4's 1 MiB L2 from M x N = 128 x 4096 on, so without
+ * it a tile's loads at the end would go to the L3 or DRAM at every K step (kc = 128: 32 of them at
+ * K = 4096); reasoned from the sizes, measured only together with the next-panel prefetch
+ * (matmul.c) */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block_prefetch)(
     const int MRr, const float *acc, int64_t ldacc, int load, int final, int64_t n, const T *y, int64_t ldy) {
     for (int r = 0; r < MRr; r++) {
@@ -336,7 +340,7 @@ static void PB_UK(PB_DT, matmul_tile)(const float *ap, const float *bp, int64_t 
  * columns [j0, j1): y[j] = alpha * sum_p x[p] B[p, j] + beta * C[j] (c NULL: none). The M = 1
  * path, reading B once where it lies, no packing: with cs == 1 four vectors of columns at a
  * time along B's rows; otherwise (B's columns contiguous: trans_b) one dot product per column,
- * two vector accumulators. */
+ * two vector accumulators each, four columns at a time in f16/bf16. */
 static void PB_UK(PB_DT, matmul_gemv)(const void *xv, int64_t xs, const void *bv, int64_t rs, int64_t cs, int64_t k,
                                       int64_t j0, int64_t j1, void *yv, float alpha, float beta, const void *cv,
                                       int64_t c_cs) {
@@ -388,8 +392,9 @@ static void PB_UK(PB_DT, matmul_gemv)(const void *xv, int64_t xs, const void *bv
     /* columns of B contiguous along k (rs == 1): per column a dot product of x and that column.
      * f16/bf16: four columns at a time where x is contiguous (eight FMA chains, x converted once
      * for four), each column's sum in the same order as one at a time. ab, Zen 4, Gemm 1 x 1024 x
-     * 1024 transB: f16 and bf16 16-28% faster in 5 of 6 cells; f32, whose single column already
-     * reads B from the L3 at about 89 GB/s, 9-13% slower, so f32 keeps one column at a time */
+     * 1024 transB: the six f16/bf16 cells that take this path (bf16 with a packed B on a pairs path
+     * does not) 16-28% less time; f32, whose single column already reads B from the L3 at about
+     * 89 GB/s, 9-13% more, so f32 keeps one column at a time */
     int64_t j = j0;
     if (!T_IS_F32 && xs == 1 && rs == 1)
         for (; j + 4 <= j1; j += 4) {
