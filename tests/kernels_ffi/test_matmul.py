@@ -182,25 +182,43 @@ def test_a_packed_b_of_another_layout_is_refused(lib):
         mm.matmul(lib, np.ones((2, 5), bf), b, np.zeros((2, 3), bf), packed=pk).run()
 
 
-def test_m1_reads_b_itself_where_the_packed_panels_are_larger(lib):
+def test_m1_reads_b_itself_where_the_packed_panels_are_larger_or_rows_stream(lib):
     """B changed after packing shows which one M = 1 read: f16 (and bf16 where panels are f32, not
-    pairs) read B itself, f32 and bf16 pairs the packed panels."""
+    pairs) read B itself, as does f32 with B's rows in order (not transB) where B fits the L2 (11 KiB
+    here); f32 transB and bf16 pairs read the packed panels."""
     rng = np.random.default_rng(8)
     for isa in isas_to_test(lib):
         lib.select_isa(isa)
-        for dt in ("f32", "f16", "bf16"):
+        for dt, tb in itertools.product(("f32", "f16", "bf16"), (False, True)):
             npdt = dtypes.get(dt).numpy
             A = rng.standard_normal((1, 40)).astype(npdt)
-            B = rng.standard_normal((40, 70)).astype(npdt)
-            before = A.astype(np.float64) @ B.astype(np.float64)
-            pk = mm.pack_b(lib, B)
+            B = rng.standard_normal((70, 40) if tb else (40, 70)).astype(npdt)
+            before = _ref(A, B, 0, tb, 1.0, 0.0, None)
+            pk = mm.pack_b(lib, B, trans_b=tb)
             B *= 2  # in place: the packed panels still hold the old values
             Y = np.zeros((1, 70), npdt)
-            mm.matmul(lib, A, B, Y, packed=pk).run()
-            reads_b = dt == "f16" or (dt == "bf16" and isa in ("avx2", "portable"))
+            mm.matmul(lib, A, B, Y, trans_b=tb, packed=pk).run()
+            pairs = dt == "bf16" and isa not in ("avx2", "portable")
+            reads_b = dt == "f16" or (dt == "bf16" and not pairs) or (dt == "f32" and not tb)
             want = 2 * before if reads_b else before
-            assert _err(Y, want) <= TOL[dt], (isa, dt, reads_b)
+            assert _err(Y, want) <= TOL[dt], (isa, dt, tb, reads_b)
     lib.select_isa("auto")
+
+
+def test_m1_f32_reads_the_packed_panels_where_b_is_larger_than_the_l2(small_caches):
+    """With an 8 KiB L2 (small_caches) the same 11 KiB f32 B is read from its packed panels."""
+    rng = np.random.default_rng(8)
+    for isa in isas_to_test(small_caches):
+        small_caches.select_isa(isa)
+        A = rng.standard_normal((1, 40)).astype(np.float32)
+        B = rng.standard_normal((40, 70)).astype(np.float32)
+        before = _ref(A, B, 0, 0, 1.0, 0.0, None)
+        pk = mm.pack_b(small_caches, B)
+        B *= 2
+        Y = np.zeros((1, 70), np.float32)
+        mm.matmul(small_caches, A, B, Y, packed=pk).run()
+        assert _err(Y, before) <= TOL["f32"], isa
+    small_caches.select_isa("auto")
 
 
 def _cancelling_columns(rng, n, k, npdt):

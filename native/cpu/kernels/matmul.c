@@ -339,9 +339,20 @@ int pb_matmul(const void *args) {
             return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: y overlaps b_packed");
     }
     /* M = 1 reads B once: where B's packed panels hold more bytes than B itself (f16, and bf16
-     * without pairs: panels of f32), B is read where it lies even when a packed copy is given */
+     * without pairs: panels of f32), and f32 B's rows where B fits the L2, B is read where it lies
+     * even when a packed copy is given (the packed copy is still checked against the problem above) */
     const int raw_smaller = a->dtype != PB_DTYPE_F32 && !c.pairs;
-    if (a->k == 0 || (a->m == 1 && (a->b_packed == NULL || (raw_smaller && a->b != NULL)))) {
+    /* f32 B's rows (not transB) where B fits the L2: there the packed path's fixed costs (A packed
+     * into an MR-row panel, the K steps) outweigh a read of B that is as fast either way. ab on the
+     * Zen 4 (f32, B an initializer, HEAD vs raw rows): 1 x 256 x 256 (256 KiB) 25.1% less time at
+     * 1 thread and 23.4% at 2; but with B in DRAM the GEMV's four row streams lose to the panels'
+     * one: 1 x 4096 x 4096 13.3% more at 1 thread, 1 x 11008 x 4096 13.3% more, and 1 x 4096 x
+     * 11008 23.7% more in an earlier form (any N). transB keeps its panels: a dot product per column
+     * was slower (Gemm 1 x 1024 x 1024 f32, 64.7 us against 55.6 with the panels in one suite run) */
+    int64_t bbytes_f32;
+    const int raw_rows = a->dtype == PB_DTYPE_F32 && !a->trans_b && pb_mul_ok(a->k, a->n * 4, &bbytes_f32) &&
+                         bbytes_f32 <= pb_l2_bytes();
+    if (a->k == 0 || (a->m == 1 && (a->b_packed == NULL || ((raw_smaller || raw_rows) && a->b != NULL)))) {
         /* Y = beta * C (k = 0), or the M = 1 GEMV reading B where it lies */
         if (a->b == NULL && a->k > 0) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul: b must not be NULL where m = 1");
         gemv_ctx g = {a, isa->matmul_gemv[di], es, 0, 0};
