@@ -531,7 +531,8 @@ int pb_onnx_rotary_embedding(const void *args);
  * pb_matmul_pack_b filled from this B (same dtype, k, n, trans_b, and batch_rank 0 or B broadcast
  * over every batch dim), read instead of B: ORT packs a constant weight at session creation, we
  * pack it once outside the timed call. Where m == 1 and the packed panels hold more bytes than
- * B (f16; bf16 on a path without bf16 pairs) B is read instead, when given. A b_packed given is
+ * B (f16; bf16 on a path without bf16 pairs), or B is f32, not transposed and within the L2
+ * (pb_set_core_cache_bytes), B is read instead, when given. A b_packed given is
  * checked against the problem on every call, k == 0 and m == 1 included. k == 0 gives
  * Y = beta * C (or 0). Y must not overlap A, B, C or b_packed. */
 typedef struct pb_matmul_args {

@@ -151,11 +151,11 @@ def test_c_refuses_what_python_would_and_a_packed_b_of_another_problem(lib):
 
 
 
-@pytest.mark.parametrize("dt", ["f16", "bf16"])
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
 def test_m1_reading_b_where_it_lies_still_checks_the_packed_b(lib, dt):
-    """M = 1 in f16 (and bf16 without pairs) reads B itself, not its larger f32 panels, even when a
-    packed B is given: the packed B is checked all the same, and a packed B of another problem is
-    refused as at M > 1."""
+    """M = 1 in f16 (and bf16 without pairs), and f32 with B's rows within the L2, reads B itself
+    even when a packed B is given: the packed B is checked all the same, and a packed B of another
+    problem is refused as at M > 1."""
     npdt = dtypes.get(dt).numpy
     b = np.ones((5, 3), np.float32).astype(npdt)
     for isa in isas_to_test(lib):
@@ -218,6 +218,25 @@ def test_m1_f32_reads_the_packed_panels_where_b_is_larger_than_the_l2(small_cach
         Y = np.zeros((1, 70), np.float32)
         mm.matmul(small_caches, A, B, Y, packed=pk).run()
         assert _err(Y, before) <= TOL["f32"], isa
+    small_caches.select_isa("auto")
+
+
+def test_m1_f32_batched_a_with_one_packed_b_at_the_l2_boundary(small_caches):
+    """A batch of M = 1 rows (A (3, 1, K)) with one packed f32 B and an 8 KiB L2: B of exactly 8 KiB
+    (K = 32, N = 64) is read where it lies, every batch at its own A offset; 33 x 64 (8.25 KiB) reads
+    the panels."""
+    rng = np.random.default_rng(13)
+    for isa in isas_to_test(small_caches):
+        small_caches.select_isa(isa)
+        for k, reads_b in ((32, True), (33, False)):
+            A = rng.standard_normal((3, 1, k)).astype(np.float32)
+            B = rng.standard_normal((k, 64)).astype(np.float32)
+            before = _ref(A, B, 0, 0, 1.0, 0.0, None)
+            pk = mm.pack_b(small_caches, B)
+            B *= 2
+            Y = np.zeros((3, 1, 64), np.float32)
+            mm.matmul(small_caches, A, B, Y, packed=pk).run()
+            assert _err(Y, 2 * before if reads_b else before) <= TOL["f32"], (isa, k)
     small_caches.select_isa("auto")
 
 

@@ -344,11 +344,13 @@ int pb_matmul(const void *args) {
     const int raw_smaller = a->dtype != PB_DTYPE_F32 && !c.pairs;
     /* f32 B's rows (not transB) where B fits the L2: there the packed path's fixed costs (A packed
      * into an MR-row panel, the K steps) outweigh a read of B that is as fast either way. ab on the
-     * Zen 4 (f32, B an initializer, HEAD vs raw rows): 1 x 256 x 256 (256 KiB) 25.1% less time at
-     * 1 thread and 23.4% at 2; but with B in DRAM the GEMV's four row streams lose to the panels'
-     * one: 1 x 4096 x 4096 13.3% more at 1 thread, 1 x 11008 x 4096 13.3% more, and 1 x 4096 x
-     * 11008 23.7% more in an earlier form (any N). transB keeps its panels: a dot product per column
-     * was slower (Gemm 1 x 1024 x 1024 f32, 64.7 us against 55.6 with the panels in one suite run) */
+     * Zen 4 (f32, B an initializer, the panels vs this rule): 1 x 256 x 256 (256 KiB) 34.5% less
+     * time at 1 thread and 32.3% at 2. With B in DRAM the GEMV's four row streams lose to the
+     * panels' one: for any B, 1 x 4096 x 11008 took 23.7% more and 1 x 11008 x 4096 10.3% more at 1
+     * thread; for B whose rows fit one GEMV column block, 1 x 4096 x 4096 and 1 x 11008 x 4096 13.3%
+     * more each. Sizes between 256 KiB and the L2 were not measured. transB keeps its panels: a dot
+     * product per column was slower (Gemm 1 x 1024 x 1024 f32, 64.7 us against 55.6 with the panels
+     * in one suite run) */
     int64_t bbytes_f32;
     const int raw_rows = a->dtype == PB_DTYPE_F32 && !a->trans_b && pb_mul_ok(a->k, a->n * 4, &bbytes_f32) &&
                          bbytes_f32 <= pb_l2_bytes();
