@@ -244,7 +244,7 @@ def _cancelling_columns(rng, n, k, npdt):
     """(N, K) columns whose entries are +-2048 at random places (as many each way: they cancel
     exactly) and small values elsewhere: the f32 partial sums reach ~1e4 while the result is ~0.1,
     so a different summation order shows in the f16/bf16 output bits (with random data the
-    output's rounding hides it). k even."""
+    output's rounding hides it)."""
     cols = np.empty((n, k), np.float32)
     for j in range(n):
         big = rng.permutation(k)[: k // 2 // 2 * 2]
