@@ -2,7 +2,7 @@
  *
  * The blocked product (BLIS's loop order): each work item is a block of at most mc rows of A and
  * a group of B's NR-column panels, and loops over K in kc steps: it packs its A block (mc x kc,
- * sized for half the L2), then per panel of B (kc x NR, sized for half the L1d) packs it, unless
+ * sized for half the L2), then per panel of B (kc x NR, a sixteenth of the L2) packs it, unless
  * B was packed once outside the call (pb_matmul_pack_b), and runs the tile kernel over every MR
  * rows. f32 sums of Y accumulate in Y itself between K
  * steps, f16/bf16 in an f32 block of the item's scratch. M = 1 without a packed B reads B once
@@ -65,7 +65,17 @@ static void mm_batch_offsets(const pb_matmul_args *a, int64_t t, int64_t *aoff, 
 
 static void mm_blocking(const pb_isa *isa, int64_t k, int64_t *nr, int64_t *kc, int64_t *mc) {
     *nr = 2 * isa->lanes;
-    int64_t kcv = pb_l1d_bytes() / 2 / (*nr * 4);
+    /* kc: one B panel (kc x NR f32) is a sixteenth of the L2, or half the L1d where that is more.
+     * The panel then streams from the L2 (each k row read once per tile, next to the A panel's)
+     * rather than sitting in the L1; what it buys is fewer tile ends (the MR x NR sums loaded and
+     * stored, the tile's fixed cost) per FMA. Half the L1d gave kc = 128 on a Zen 4 (32 KiB L1d,
+     * 1 MiB L2, NR = 32): f32 with B packed at 1 thread, kc = 512 ran 512 x 4096 x 4096 at 107.1
+     * GFLOP/s against 96.9, 1024^3 106.5 / 92.7, 16 x 4096^2 105.1 / 91.8, 32 x 1024^2 101.3 /
+     * 92.3 (medians of 9, interleaved in one process; FMA peak 117); kc = 1024 about as kc = 512,
+     * except B an input at 1024^3 (92.9 against 98.9). The AVX2 path (NR = 16, kc = 256 by the
+     * L1d) was within the noise at 512 and 1024 on that host. */
+    int64_t kcv = pb_l1d_bytes() / 2 / (*nr * 4), kl2 = pb_l2_bytes() / 16 / (*nr * 4);
+    kcv = kl2 > kcv ? kl2 : kcv;
     kcv = kcv < 64 ? 64 : kcv > 1024 ? 1024 : kcv / 8 * 8;
     if (k > 0 && k < kcv) kcv = k;
     *kc = kcv;
