@@ -20,8 +20,9 @@ TOL = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}  # relative to 1 + |Y| per elem
 
 @pytest.fixture()
 def small_caches(lib):
-    """L1d 4 KiB and L2 8 KiB: kc = 64 and mc = 16 rows (12 on the 6-row paths), so K = 150 takes
-    3 K steps and M = 29 two row blocks (three); restored after."""
+    """L1d 4 KiB and L2 8 KiB: kc = 64 and mc = 16 rows (12 on the 6-row paths; 32 on the bf16
+    pair paths, whose panels take half the bytes), so K = 150 takes 3 K steps and M = 29 two row
+    blocks (three; one of 32 rows for bf16 pairs); restored after."""
     lib.check(lib.lib.pb_set_core_cache_bytes(4096, 8192), "set caches")
     yield lib
     lib._set_llc()

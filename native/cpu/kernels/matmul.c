@@ -63,7 +63,7 @@ static void mm_batch_offsets(const pb_matmul_args *a, int64_t t, int64_t *aoff, 
     *boff = bo;
 }
 
-static void mm_blocking(const pb_isa *isa, int64_t k, int64_t *nr, int64_t *kc, int64_t *mc) {
+static void mm_blocking(const pb_isa *isa, int64_t k, int pairs, int64_t *nr, int64_t *kc, int64_t *mc) {
     *nr = 2 * isa->lanes;
     /* kc: one B panel (kc x NR f32) is a sixteenth of the L2, or half the L1d where that is more.
      * The panel then streams from the L2 (each k row read once per tile, next to the A panel's)
@@ -73,13 +73,18 @@ static void mm_blocking(const pb_isa *isa, int64_t k, int64_t *nr, int64_t *kc, 
      * GFLOP/s against 96.9, 1024^3 106.5 / 92.7, 16 x 4096^2 105.1 / 91.8, 32 x 1024^2 101.3 /
      * 92.3 (medians of 9, interleaved in one process; FMA peak 117); kc = 1024 about as kc = 512,
      * except B an input at 1024^3 (92.9 against 98.9). The AVX2 path (NR = 16, kc = 256 by the
-     * L1d) was within the noise at 512 and 1024 on that host. */
-    int64_t kcv = pb_l1d_bytes() / 2 / (*nr * 4), kl2 = pb_l2_bytes() / 16 / (*nr * 4);
+     * L1d) was within the noise at 512 and 1024 on that host. Sizes are in bytes: a panel of bf16
+     * pairs takes 2 bytes per k and column, so kc doubles (1024 on that Zen 4): bf16 with B packed
+     * at 1 thread, 1024^3 215.8 GFLOP/s against 200.2 at kc = 512, 32 x 1024^2 211.9 / 199.1,
+     * 128 x 4096^2 212.9 / 206.3, 512 x 4096^2 208.8 / 204.4 (medians of 9, interleaved; bf16 dot
+     * peak 232.5). */
+    const int64_t kb = pairs ? 2 : 4; /* bytes per k and column of a packed panel */
+    int64_t kcv = pb_l1d_bytes() / 2 / (*nr * kb), kl2 = pb_l2_bytes() / 16 / (*nr * kb);
     kcv = kl2 > kcv ? kl2 : kcv;
     kcv = kcv < 64 ? 64 : kcv > 1024 ? 1024 : kcv / 8 * 8;
     if (k > 0 && k < kcv) kcv = k;
     *kc = kcv;
-    int64_t mcv = pb_l2_bytes() / 2 / (kcv * 4);
+    int64_t mcv = pb_l2_bytes() / 2 / (kcv * kb);
     const int64_t mr = isa->mm_mr;
     mcv = mcv < mr ? mr : mcv > 170 * mr ? 170 * mr : mcv / mr * mr;
     *mc = mcv;
@@ -260,7 +265,7 @@ static void mm_ctx_init(mm_ctx *c, const pb_matmul_args *a, const pb_isa *isa) {
     c->di = pb_dtype_index(a->dtype);
     c->pairs = a->dtype == PB_DTYPE_BF16 && isa->mm_bf16_pairs;
     c->es = pb_dtype_size(a->dtype);
-    mm_blocking(isa, a->k, &c->nr, &c->kc, &c->mc);
+    mm_blocking(isa, a->k, c->pairs, &c->nr, &c->kc, &c->mc);
     c->npad = mm_round_up(a->n, c->nr);
     c->b = (const char *)a->b;
     c->brs = a->trans_b ? 1 : a->n;
