@@ -183,6 +183,32 @@ def test_a_packed_b_of_another_layout_is_refused(lib):
         mm.matmul(lib, np.ones((2, 5), bf), b, np.zeros((2, 3), bf), packed=pk).run()
 
 
+def test_kc_makes_a_b_panel_a_sixteenth_of_the_l2_or_half_the_l1d_in_bytes(lib):
+    """The packed header's kc (int32 word 4; NR word 3, bf16 pairs word 6) follows the caches the
+    library is given: one B panel (kc x NR, 4 bytes per k and column, 2 for bf16 pairs) is a
+    sixteenth of the L2, or half the L1d where that is more, a multiple of 8 in [64, 1024], and K
+    where K is less."""
+    bf = dtypes.get("bf16").numpy
+    try:
+        for isa in isas_to_test(lib):
+            lib.select_isa(isa)
+            for (l1, l2), dt in itertools.product(((32768, 1 << 20), (49152, 1 << 18), (4096, 8192)),
+                                                  (np.float32, bf)):
+                lib.check(lib.lib.pb_set_core_cache_bytes(l1, l2), "set caches")
+                words = mm.pack_b(lib, np.ones((4096, 40), dt)).buf.view(np.int32)
+                nr, kc, kb = int(words[3]), int(words[4]), 2 if words[6] else 4
+                want = max(l1 // 2 // (nr * kb), l2 // 16 // (nr * kb))
+                assert kc == min(1024, max(64, want // 8 * 8)), (isa, l1, l2, dt, nr, kb)
+                if (isa, l1, l2, dt) == ("portable16", 32768, 1 << 20, np.float32):
+                    assert (nr, kc) == (32, 512)  # the Zen 4's AVX-512 shape: the L2 decides
+                if (isa, l1, l2, dt) == ("portable16", 49152, 1 << 18, np.float32):
+                    assert kc == 192  # half a 48 KiB L1d beats a sixteenth of a 256 KiB L2
+                assert mm.pack_b(lib, np.ones((100, 40), dt)).buf.view(np.int32)[4] == min(kc, 100)
+    finally:
+        lib._set_llc()
+        lib.select_isa("auto")
+
+
 def test_m1_reads_b_itself_where_the_packed_panels_are_larger_or_rows_stream(lib):
     """B changed after packing shows which one M = 1 read: f16 (and bf16 where panels are f32, not
     pairs) read B itself, as does f32 with B's rows in order (not transB) where B fits the L2 (11 KiB
