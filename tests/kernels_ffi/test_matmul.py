@@ -21,8 +21,9 @@ TOL = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}  # relative to 1 + |Y| per elem
 @pytest.fixture()
 def small_caches(lib):
     """L1d 4 KiB and L2 8 KiB: kc = 64 and mc = 16 rows (12 on the 6-row paths; 32 on the bf16
-    pair paths, whose panels take half the bytes), so K = 150 takes 3 K steps and M = 29 two row
-    blocks (three; one of 32 rows for bf16 pairs); restored after."""
+    pair paths, whose panels take half the bytes), so K = 150 takes 3 K steps, M = 29 two row
+    blocks (three; one for bf16 pairs) and M = 40 three (four; two for bf16 pairs); restored
+    after."""
     lib.check(lib.lib.pb_set_core_cache_bytes(4096, 8192), "set caches")
     yield lib
     lib._set_llc()
@@ -41,8 +42,10 @@ def _err(Y, ref):
     return float(np.max(np.abs(Y.astype(np.float64) - ref) / (1 + np.abs(ref)))) if Y.size else 0.0
 
 
-# (23 and 14 rows, K = 150: the 7- and 6-row tiles of the 8-row paths over several K steps)
-SHAPES = [(1, 33, 17), (1, 150, 70), (3, 33, 5), (29, 150, 70), (6, 64, 64), (7, 5, 1), (23, 150, 70), (14, 150, 70)]
+# (23 and 14 rows, K = 150: the 7- and 6-row tiles of the 8-row paths over several K steps; 40
+# rows: more than one row block on the bf16 pair paths too)
+SHAPES = [(1, 33, 17), (1, 150, 70), (3, 33, 5), (29, 150, 70), (6, 64, 64), (7, 5, 1), (23, 150, 70), (14, 150, 70),
+          (40, 150, 70)]
 
 
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
@@ -192,17 +195,22 @@ def test_kc_makes_a_b_panel_a_sixteenth_of_the_l2_or_half_the_l1d_in_bytes(lib):
     try:
         for isa in isas_to_test(lib):
             lib.select_isa(isa)
-            for (l1, l2), dt in itertools.product(((32768, 1 << 20), (49152, 1 << 18), (4096, 8192)),
+            for (l1, l2), dt in itertools.product(((32768, 1 << 20), (49152, 1 << 18), (4096, 8192), (4096, 300000)),
                                                   (np.float32, bf)):
                 lib.check(lib.lib.pb_set_core_cache_bytes(l1, l2), "set caches")
                 words = mm.pack_b(lib, np.ones((4096, 40), dt)).buf.view(np.int32)
+                assert bool(words[6]) == (dt is bf and isa in ("avx512", "portable16")), isa  # bf16 pairs
                 nr, kc, kb = int(words[3]), int(words[4]), 2 if words[6] else 4
                 want = max(l1 // 2 // (nr * kb), l2 // 16 // (nr * kb))
                 assert kc == min(1024, max(64, want // 8 * 8)), (isa, l1, l2, dt, nr, kb)
                 if (isa, l1, l2, dt) == ("portable16", 32768, 1 << 20, np.float32):
                     assert (nr, kc) == (32, 512)  # the Zen 4's AVX-512 shape: the L2 decides
+                if (isa, l1, l2, dt) == ("portable16", 32768, 1 << 20, bf):
+                    assert kc == 1024  # pairs: 2 bytes per k and column
                 if (isa, l1, l2, dt) == ("portable16", 49152, 1 << 18, np.float32):
                     assert kc == 192  # half a 48 KiB L1d beats a sixteenth of a 256 KiB L2
+                if (isa, l1, l2, dt) == ("portable16", 4096, 300000, np.float32):
+                    assert kc == 144  # 146 rounded down to a multiple of 8 (pairs' K steps stay even)
                 assert mm.pack_b(lib, np.ones((100, 40), dt)).buf.view(np.int32)[4] == min(kc, 100)
     finally:
         lib._set_llc()

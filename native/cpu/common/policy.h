@@ -61,8 +61,9 @@ int pb_stream_worth(int64_t ws);
 
 /* ---- cache blocking ----
  * The per-core L1d and L2 sizes (pb_set_core_cache_bytes; the loader passes timing/caches.py's
- * sysfs figures): the GEMM keeps one packed B micro-panel (kc x NR floats) in half the L1d and
- * one packed A block (mc x kc) in half the L2 (matmul.c). */
+ * sysfs figures): the GEMM sizes one packed B micro-panel (kc x NR) to a sixteenth of the L2 or
+ * half the L1d, whichever is more, and one packed A block (mc x kc) to half the L2 (matmul.c's
+ * mm_blocking). */
 int64_t pb_l1d_bytes(void);
 int64_t pb_l2_bytes(void);
 

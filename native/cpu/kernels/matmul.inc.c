@@ -27,9 +27,9 @@
  * and bf16; an f32 product of one K step, whose acc is y, prefetches nothing). One prefetch per 64
  * bytes of a row: a row that is not 64-byte aligned may leave its last line to the load. Y (f32:
  * the sums themselves) is larger than the Zen 4's 1 MiB L2 from M x N = 128 x 4096 on, so without
- * it a tile's loads at the end would go to the L3 or DRAM at every K step (kc = 128: 32 of them at
- * K = 4096); reasoned from the sizes, measured only together with the next-panel prefetch
- * (matmul.c) */
+ * it a tile's loads at the end would go to the L3 or DRAM at every K step (8 of them at K = 4096
+ * with kc = 512, 32 with the kc = 128 of the measurement); reasoned from the sizes, measured only
+ * together with the next-panel prefetch (matmul.c) */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, mm_block_prefetch)(
     const int MRr, const float *acc, int64_t ldacc, int load, int final, int64_t n, const T *y, int64_t ldy) {
     for (int r = 0; r < MRr; r++) {
