@@ -66,7 +66,7 @@ static void mm_batch_offsets(const pb_matmul_args *a, int64_t t, int64_t *aoff, 
 
 static void mm_blocking(const pb_isa *isa, int64_t k, int pairs, int64_t *nr, int64_t *kc, int64_t *mc) {
     *nr = 2 * isa->lanes;
-    /* kc: one B panel (kc x NR f32) is a sixteenth of the L2, or half the L1d where that is more.
+    /* kc: one B panel (kc x NR) is a sixteenth of the L2, or half the L1d where that is more.
      * The panel then streams from the L2 (each k row read once per tile, next to the A panel's)
      * rather than sitting in the L1; what it buys, reasoned and not profiled, is fewer tile ends
      * (the MR x NR sums loaded and stored, the tile's fixed cost) per FMA. Half the L1d gave kc = 128 on a Zen 4 (32 KiB L1d,
@@ -124,7 +124,7 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
     const int f32 = a->dtype == PB_DTYPE_F32;
     const int64_t gw = c->gpanels * nr;
     const int own_b = c->bp == NULL; /* B packed by each item, one kc x NR panel at a time */
-    const int64_t kwc = mm_kw(c, kc); /* words per k run of a panel: kc, or kc / 2 bf16 pairs */
+    const int64_t kwc = mm_kw(c, kc); /* words per k run of a panel: kc, or ceil(kc / 2) bf16 pairs */
     float *ap = (float *)pb_scratch((size_t)(mc * kwc + (f32 ? 0 : mc * gw) + (own_b ? kwc * nr : 0)) * sizeof(float));
     if (ap == NULL) {
         __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
