@@ -66,24 +66,26 @@ static void mm_batch_offsets(const pb_matmul_args *a, int64_t t, int64_t *aoff, 
 
 static void mm_blocking(const pb_isa *isa, int64_t k, int pairs, int64_t *nr, int64_t *kc, int64_t *mc) {
     *nr = 2 * isa->lanes;
-    /* kc: one B panel (kc x NR) is a sixteenth of the L2, or half the L1d where that is more.
+    /* kc: one B panel (kc x NR) is a sixteenth of the L2, or half the L1d where that is more, in
+     * bytes (a bf16-pair panel takes 2 bytes per k and column, so its kc is up to twice f32's).
      * The panel then streams from the L2 (each k row read once per tile, next to the A panel's)
      * rather than sitting in the L1; what it buys, reasoned and not profiled, is fewer tile ends
-     * (the MR x NR sums loaded and stored, the tile's fixed cost) per FMA. Half the L1d gave kc = 128 on a Zen 4 (32 KiB L1d,
-     * 1 MiB L2, NR = 32): f32 with B packed at 1 thread, kc = 512 ran 512 x 4096 x 4096 at 107.1
-     * GFLOP/s against 96.9, 1024^3 106.5 / 92.7, 16 x 4096^2 105.1 / 91.8, 32 x 1024^2 101.3 /
-     * 92.3 (medians of 9, interleaved in one process; FMA peak 117); kc = 1024 about as kc = 512,
-     * except B an input at 1024^3 (92.9 against 98.9). The AVX2 path (NR = 16: kc = 256 by the
-     * L1d, 1024 by this rule on that host) was within the noise at 512 and 1024 in the same loop,
-     * and perfbench ab (PERFBENCH_ISA=avx2, against kc = 256) called its 7 f32 cells at 1 thread
-     * unchanged (-5.4% to +2.8%: 16 x 4096^2 B packed -5.4%, 1024^3 B an input +2.8%). Sizes are in bytes: a panel of bf16
-     * pairs takes 2 bytes per k and column, so kc doubles (1024 on that Zen 4): bf16 with B packed
-     * at 1 thread, 1024^3 215.8 GFLOP/s against 200.2 at kc = 512, 32 x 1024^2 211.9 / 199.1,
-     * 128 x 4096^2 212.9 / 206.3, 512 x 4096^2 208.8 / 204.4 (medians of 9, interleaved; bf16 dot
-     * peak 232.5). mc's bytes for pairs (the A block of pairs) were not measured apart: on that
-     * Zen 4 it is 256 rows either way. Also not measured at the larger kc: the M = 1 choice between
-     * the panels and the GEMV below (measured at kc = 128) and the next-panel prefetch. Where
-     * several cores share one L2, the sysfs size passed in is the shared one. */
+     * (the MR x NR sums loaded and stored, the tile's fixed cost) per FMA.
+     * Measured on a Zen 4 (32 KiB L1d, 1 MiB L2), 1 thread, B packed, medians of 9 interleaved in
+     * one process:
+     *  - f32, NR = 32 (half the L1d gave kc = 128; FMA peak 117 GFLOP/s): kc = 512 ran 512 x 4096^2
+     *    at 107.1 GFLOP/s against 96.9, 1024^3 106.5 / 92.7, 16 x 4096^2 105.1 / 91.8, 32 x 1024^2
+     *    101.3 / 92.3; kc = 1024 about as kc = 512, except B an input at 1024^3 (92.9 against 98.9);
+     *  - bf16 pairs, kc = 1024 against 512 (bf16 dot peak 232.5): 1024^3 215.8 / 200.2, 32 x 1024^2
+     *    211.9 / 199.1, 128 x 4096^2 212.9 / 206.3, 512 x 4096^2 208.8 / 204.4;
+     *  - the AVX2 path (NR = 16: kc = 256 by the L1d, 1024 by this rule on that host): within the
+     *    noise at 512 and 1024 in the same loop; perfbench ab (PERFBENCH_ISA=avx2, against kc = 256)
+     *    called its 7 f32 cells at 1 thread unchanged (-5.4% to +2.8%: 16 x 4096^2 B packed -5.4%,
+     *    1024^3 B an input +2.8%).
+     * Not measured apart: mc's bytes for pairs (256 rows either way on that Zen 4). Not measured
+     * again at the larger kc: the M = 1 choice between the panels and the GEMV (pb_matmul) and the
+     * next-panel prefetch. Where several cores share one L2, the sysfs size passed in is the
+     * shared one. */
     const int64_t kb = pairs ? 2 : 4; /* bytes per k and column of a packed panel */
     int64_t kcv = pb_l1d_bytes() / 2 / (*nr * kb), kl2 = pb_l2_bytes() / 16 / (*nr * kb);
     kcv = kl2 > kcv ? kl2 : kcv;
@@ -407,11 +409,11 @@ int pb_matmul(const void *args) {
     c.ngroups = (npanels + c.gpanels - 1) / c.gpanels;
     /* B: packed once outside the call (b_packed), else by each item, one kc x NR panel at a time
      * (into the L1 where kc came from the L1d; a sixteenth of the L2 where that is more), just
-     * before its tiles (measured with kc from half the L1d): packing all of B first moved it three times through DRAM
-     * (16 x 4096 x 4096 f32 at 2 threads: 1.20x ORT's time), and a kc x (the item's panels) block
-     * packed per K step wrote it through the L2 (32 x 1024 x 1024 transB f32 at 1 thread, B an
-     * input: 478 us in an ab run, where the suite run before had 285 us with B packed outside the
-     * call, Zen 5; not side by side) */
+     * before its tiles (measured with kc from half the L1d): packing all of B first moved it three
+     * times through DRAM (16 x 4096 x 4096 f32 at 2 threads: 1.20x ORT's time), and a kc x (the
+     * item's panels) block packed per K step wrote it through the L2 (32 x 1024 x 1024 transB f32
+     * at 1 thread, B an input: 478 us in an ab run, where the suite run before had 285 us with B
+     * packed outside the call, Zen 5; not side by side) */
     c.bp = a->b_packed != NULL ? (const float *)((const char *)a->b_packed + MM_HEADER) : NULL;
     int64_t tasks = batch * c.icb * c.ngroups;
     CHECK(pb_parallel_for(threads, tasks, mm_compute_range, &c));
