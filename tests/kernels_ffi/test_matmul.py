@@ -217,6 +217,17 @@ def test_kc_makes_a_b_panel_a_sixteenth_of_the_l2_or_half_the_l1d_in_bytes(lib):
         lib.select_isa("auto")
 
 
+def _y_with_b_doubled_after_packing(lib, A, B, tb=False):
+    """(Y, Y before): Y from a packed B whose source B was doubled in place after packing, so Y
+    equals 2 * before where the call read B itself and before where it read the packed panels."""
+    before = _ref(A, B, 0, tb, 1.0, 0.0, None)
+    pk = mm.pack_b(lib, B, trans_b=tb)
+    B *= 2  # in place: the packed panels still hold the old values
+    Y = np.zeros(before.shape, A.dtype)
+    mm.matmul(lib, A, B, Y, trans_b=tb, packed=pk).run()
+    return Y, before
+
+
 def test_m1_reads_b_itself_where_the_packed_panels_are_larger_or_rows_stream(lib):
     """B changed after packing shows which one M = 1 read: f16 (and bf16 where panels are f32, not
     pairs) read B itself, as does f32 with B's rows in order (not transB) where B fits the L2 (11 KiB
@@ -228,11 +239,7 @@ def test_m1_reads_b_itself_where_the_packed_panels_are_larger_or_rows_stream(lib
             npdt = dtypes.get(dt).numpy
             A = rng.standard_normal((1, 40)).astype(npdt)
             B = rng.standard_normal((70, 40) if tb else (40, 70)).astype(npdt)
-            before = _ref(A, B, 0, tb, 1.0, 0.0, None)
-            pk = mm.pack_b(lib, B, trans_b=tb)
-            B *= 2  # in place: the packed panels still hold the old values
-            Y = np.zeros((1, 70), npdt)
-            mm.matmul(lib, A, B, Y, trans_b=tb, packed=pk).run()
+            Y, before = _y_with_b_doubled_after_packing(lib, A, B, tb)
             pairs = dt == "bf16" and isa not in ("avx2", "portable")
             reads_b = dt == "f16" or (dt == "bf16" and not pairs) or (dt == "f32" and not tb)
             want = 2 * before if reads_b else before
@@ -247,11 +254,7 @@ def test_m1_f32_reads_the_packed_panels_where_b_is_larger_than_the_l2(small_cach
         small_caches.select_isa(isa)
         A = rng.standard_normal((1, 40)).astype(np.float32)
         B = rng.standard_normal((40, 70)).astype(np.float32)
-        before = _ref(A, B, 0, 0, 1.0, 0.0, None)
-        pk = mm.pack_b(small_caches, B)
-        B *= 2
-        Y = np.zeros((1, 70), np.float32)
-        mm.matmul(small_caches, A, B, Y, packed=pk).run()
+        Y, before = _y_with_b_doubled_after_packing(small_caches, A, B)
         assert _err(Y, before) <= TOL["f32"], isa
     small_caches.select_isa("auto")
 
@@ -266,11 +269,7 @@ def test_m1_f32_batched_a_with_one_packed_b_at_the_l2_boundary(small_caches):
         for k, reads_b in ((32, True), (33, False)):
             A = rng.standard_normal((3, 1, k)).astype(np.float32)
             B = rng.standard_normal((k, 64)).astype(np.float32)
-            before = _ref(A, B, 0, 0, 1.0, 0.0, None)
-            pk = mm.pack_b(small_caches, B)
-            B *= 2
-            Y = np.zeros((3, 1, 64), np.float32)
-            mm.matmul(small_caches, A, B, Y, packed=pk).run()
+            Y, before = _y_with_b_doubled_after_packing(small_caches, A, B)
             assert _err(Y, 2 * before if reads_b else before) <= TOL["f32"], (isa, k)
     small_caches.select_isa("auto")
 
