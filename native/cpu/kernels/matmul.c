@@ -137,6 +137,7 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
     pb_matmul_pack_ukernel pack_a = c->isa->matmul_pack_a[c->di];
     pb_matmul_pack_ukernel pack_b = c->isa->matmul_pack_b[c->di];
     pb_matmul_tile_ukernel tile = c->isa->matmul_tile[c->di];
+    pb_matmul_row_ukernel row = c->isa->matmul_row[c->di];
     const int64_t ars = a->trans_a ? 1 : k, acs = a->trans_a ? m : 1;
     const int64_t npanels = (n + nr - 1) / nr;
     const float beta = a->beta;
@@ -149,11 +150,14 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
         char *ybase = (char *)a->y + bt * m * n * (int64_t)c->es;
         int64_t i0 = ib * mc, mcb = m - i0 < mc ? m - i0 : mc;
         int64_t q0 = g * c->gpanels, q1 = q0 + c->gpanels < npanels ? q0 + c->gpanels : npanels;
+        /* one f32 row whose k values are contiguous (M = 1, transposed or not): read where it lies
+         * by the row kernel (matmul_row), no A panel */
+        const float *xrow = f32 && mcb == 1 && acs == 1 ? (const float *)abase + i0 * ars : NULL;
         for (int64_t p0 = 0; p0 < k; p0 += kc) {
             int64_t kcb = k - p0 < kc ? k - p0 : kc;
             int load = p0 > 0, final = p0 + kcb >= k;
             const int64_t kwb = mm_kw(c, kcb);
-            pack_a(abase, ars, acs, i0, mcb, p0, kcb, ap);
+            if (xrow == NULL) pack_a(abase, ars, acs, i0, mcb, p0, kcb, ap);
             for (int64_t q = q0; q < q1; q++) {
                 int64_t j0 = q * nr, nb = n - j0 < nr ? n - j0 : nr;
                 const float *bpan = bblk;
@@ -161,6 +165,14 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
                     pack_b(c->b + boff * (int64_t)c->es, c->brs, c->bcs, p0, kcb, j0, nb, bblk);
                 else
                     bpan = c->bp + mm_kw(c, p0) * c->npad + q * nr * kwb;
+                if (xrow != NULL) {
+                    char *yt = ybase + (i0 * n + j0) * (int64_t)c->es;
+                    const void *ct = (a->c != NULL && beta != 0.0f)
+                                         ? (const char *)a->c + (i0 * a->c_rs + j0 * a->c_cs) * (int64_t)c->es
+                                         : NULL;
+                    row(xrow + p0, bpan, kcb, (float *)yt, n, load, final, nb, yt, a->alpha, beta, ct, a->c_cs);
+                    continue;
+                }
                 /* B packed outside the call streams from memory: the item's next panel (the next K
                  * step's first after its last) is prefetched into the L2 by the first tile, one k row
                  * per k step, spread evenly over its FMAs, where the panel has two tiles or more: with

@@ -85,6 +85,10 @@ typedef void (*pb_matmul_pack_ukernel)(const void *src, int64_t rs, int64_t cs, 
 typedef void (*pb_matmul_tile_ukernel)(const float *ap, const float *bp, int64_t kc, float *acc, int64_t ldacc,
                                        int load, int final, int64_t mr, int64_t n, void *y, int64_t ldy, float alpha,
                                        float beta, const void *c, int64_t c_rs, int64_t c_cs, const char *pf);
+/* One contiguous row of A (f32 words) x one packed B panel over kc, n (1..NR) columns of one row of Y. */
+typedef void (*pb_matmul_row_ukernel)(const float *x, const float *bp, int64_t kc, float *acc, int64_t ldacc, int load,
+                                      int final, int64_t n, void *y, float alpha, float beta, const void *c,
+                                      int64_t c_cs);
 /* Columns [j0, j1) of one row of A times B (M = 1). */
 typedef void (*pb_matmul_gemv_ukernel)(const void *x, int64_t xs, const void *b, int64_t rs, int64_t cs, int64_t k,
                                        int64_t j0, int64_t j1, void *y, float alpha, float beta, const void *c,
