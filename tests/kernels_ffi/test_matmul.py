@@ -319,6 +319,28 @@ def test_m1_trans_b_four_columns_at_a_time_keep_each_columns_sum_bit_for_bit(lib
     lib.select_isa("auto")
 
 
+def test_a_last_row_block_of_one_row_takes_the_row_kernel_at_its_offset(small_caches):
+    """f32 rows whose k values are contiguous run one at a time through matmul_row (A read where it
+    lies, no A panel) wherever an item's row block is a single row: M = 1, and here M = 17 (blocks
+    of 16 + 1 on the 8-row paths) and 13 (12 + 1 on the 6-row paths), so the row's offsets into A,
+    Y and a full C are not 0; K = 150 takes three K steps; B packed or not, 1 and 2 threads, C full,
+    a column and a row. transA (rows not contiguous) packs its one row as before."""
+    lib = small_caches
+    rng = np.random.default_rng(14)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        for m, ta, packed, threads in itertools.product((17, 13, 1), (0, 1), (0, 1), (1, 2)):
+            A = rng.standard_normal((150, m) if ta else (m, 150)).astype(np.float32)
+            B = rng.standard_normal((150, 70)).astype(np.float32)
+            pk = mm.pack_b(lib, B) if packed else None
+            for C in (rng.standard_normal((m, 70)), rng.standard_normal((m, 1)), rng.standard_normal((70,))):
+                C = C.astype(np.float32)
+                Y = np.full((m, 70), np.nan, np.float32)
+                mm.matmul(lib, A, B, Y, trans_a=bool(ta), alpha=0.5, beta=-1.5, c=C, packed=pk, threads=threads).run()
+                assert _err(Y, _ref(A, B, ta, 0, 0.5, -1.5, C)) <= TOL["f32"], (isa, m, ta, packed, threads, C.shape)
+    lib.select_isa("auto")
+
+
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
 def test_full_and_column_c_on_every_path(lib, dt):
     """Gemm's C as a full (M, N) matrix and as a column (M, 1), with full column panels on every
