@@ -323,21 +323,31 @@ def test_a_last_row_block_of_one_row_takes_the_row_kernel_at_its_offset(small_ca
     """f32 rows whose k values are contiguous run one at a time through matmul_row (A read where it
     lies, no A panel) wherever an item's row block is a single row: M = 1, and here M = 17 (blocks
     of 16 + 1 on the 8-row paths) and 13 (12 + 1 on the 6-row paths), so the row's offsets into A,
-    Y and a full C are not 0; K = 150 takes three K steps; B packed or not, 1 and 2 threads, C full,
-    a column and a row. transA (rows not contiguous) packs its one row as before."""
+    Y and a full C are not 0; K = 150 and 700 take three and eleven K steps; B packed or not,
+    transB or not; C full, a column, a row, and all NaN with beta 0 (ignored); 1 thread and 2 (the
+    shapes are past the grain: a parallel region is asserted, so panel groups split across the
+    threads). transA (rows not contiguous beyond M = 1) packs its one row as before."""
     lib = small_caches
     rng = np.random.default_rng(14)
     for isa in isas_to_test(lib):
         lib.select_isa(isa)
-        for m, ta, packed, threads in itertools.product((17, 13, 1), (0, 1), (0, 1), (1, 2)):
-            A = rng.standard_normal((150, m) if ta else (m, 150)).astype(np.float32)
-            B = rng.standard_normal((150, 70)).astype(np.float32)
-            pk = mm.pack_b(lib, B) if packed else None
-            for C in (rng.standard_normal((m, 70)), rng.standard_normal((m, 1)), rng.standard_normal((70,))):
+        for (m, k), ta, tb, packed, threads in itertools.product(((17, 150), (13, 150), (1, 700)), (0, 1), (0, 1),
+                                                                 (0, 1), (1, 2)):
+            n = 1100
+            A = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+            B = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+            pk = mm.pack_b(lib, B, trans_b=bool(tb)) if packed else None
+            for C, beta in ((rng.standard_normal((m, n)), -1.5), (rng.standard_normal((m, 1)), -1.5),
+                            (rng.standard_normal((n,)), -1.5), (np.full((m, n), np.nan), 0.0)):
                 C = C.astype(np.float32)
-                Y = np.full((m, 70), np.nan, np.float32)
-                mm.matmul(lib, A, B, Y, trans_a=bool(ta), alpha=0.5, beta=-1.5, c=C, packed=pk, threads=threads).run()
-                assert _err(Y, _ref(A, B, ta, 0, 0.5, -1.5, C)) <= TOL["f32"], (isa, m, ta, packed, threads, C.shape)
+                Y = np.full((m, n), np.nan, np.float32)
+                before = int(lib.lib.pb_pool_multi_regions())
+                mm.matmul(lib, A, B, Y, trans_a=bool(ta), trans_b=bool(tb), alpha=0.5, beta=beta, c=C, packed=pk,
+                          threads=threads).run()
+                where = (isa, m, k, ta, tb, packed, threads, C.shape, beta)
+                assert (int(lib.lib.pb_pool_multi_regions()) > before) == (threads == 2), where
+                ref = _ref(A, B, ta, tb, 0.5, beta, C if beta != 0.0 else None)
+                assert _err(Y, ref) <= TOL["f32"], where
     lib.select_isa("auto")
 
 
