@@ -37,6 +37,12 @@ static inline vf vf_shl23(vf a) { return _mm256_castsi256_ps(_mm256_slli_epi32(_
 static inline vf vf_swap_pairs(vf a) { return _mm256_permute_ps(a, 0xB1); }
 
 
+/* PB_LANES bytes at p, each (byte >> shift) & mask, as f32 (MatMulNBits' weight fields) */
+static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    v = _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(mask));
+    return _mm256_cvtepi32_ps(v);
+}
 static inline vf vf_load_f32(const float *p) { return _mm256_loadu_ps(p); }
 static inline void vf_store_f32(float *p, vf a) { _mm256_storeu_ps(p, a); }
 

@@ -27,6 +27,12 @@ static inline vf vf_shl23(vf a) { return _mm512_castsi512_ps(_mm512_slli_epi32(_
 static inline vf vf_swap_pairs(vf a) { return _mm512_permute_ps(a, 0xB1); }
 
 
+/* PB_LANES bytes at p, each (byte >> shift) & mask, as f32 (MatMulNBits' weight fields) */
+static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
+    __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    v = _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(mask));
+    return _mm512_cvtepi32_ps(v);
+}
 static inline vf vf_load_f32(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vf_store_f32(float *p, vf a) { _mm512_storeu_ps(p, a); }
 

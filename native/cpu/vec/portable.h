@@ -51,6 +51,12 @@ static inline vf vf_shl23(vf a) {
 static inline vf vf_swap_pairs(vf a) { vf r; for (int i = 0; i < PB_LANES; i += 2) { r.v[i] = a.v[i + 1]; r.v[i + 1] = a.v[i]; } return r; }
 
 /* loads and stores, by element type */
+/* PB_LANES bytes at p, each (byte >> shift) & mask, as f32 (MatMulNBits' weight fields) */
+static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
+    vf r;
+    PB_VLOOP(i) r.v[i] = (float)((p[i] >> shift) & mask);
+    return r;
+}
 static inline vf vf_load_f32(const float *p) { vf r; memcpy(r.v, p, sizeof r.v); return r; }
 static inline void vf_store_f32(float *p, vf a) { memcpy(p, a.v, sizeof a.v); }
 

@@ -1,0 +1,121 @@
+/* com.microsoft MatMulNBits, accuracy_level 0 (f32 products): validate, lay each row of A out as
+ * the microkernel reads it (kernels/nbits.inc.c), run column blocks over the pool.
+ *
+ * Each row of A becomes f32 x in the weight's field order (per block, per chunk of PB_LANES bytes,
+ * per bit field: the k values of that field, zero past k and past a short block's bytes) with its
+ * per-block sums. Work items are blocks of columns; an item runs every row over its columns in
+ * sub-blocks whose weight bytes fit half the L2, so that for M > 1 the rows after the first read
+ * them from the L2 rather than memory (reasoned from the sizes; not measured). */
+#include <stdint.h>
+#include <string.h>
+
+#include "../internal.h"
+
+typedef struct {
+    const pb_matmul_nbits_args *a;
+    pb_matmul_nbits_ukernel uk;
+    const float *xp, *xsum;
+    int64_t kb, xrow, chunk, sub, es;
+    int zp_mode;
+} nb_ctx;
+
+static void nb_range(void *ctx, int64_t t0, int64_t t1) {
+    const nb_ctx *c = (const nb_ctx *)ctx;
+    const pb_matmul_nbits_args *a = c->a;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t c0 = t * c->chunk, c1 = c0 + c->chunk < a->n ? c0 + c->chunk : a->n;
+        for (int64_t s0 = c0; s0 < c1; s0 += c->sub) {
+            const int64_t s1 = s0 + c->sub < c1 ? s0 + c->sub : c1;
+            for (int64_t i = 0; i < a->m; i++)
+                c->uk(c->xp + i * c->xrow, c->xsum + i * c->kb, a->b, a->scales, a->zero_points, c->zp_mode, a->bias,
+                      a->bits, a->block_size, c->kb, s0, s1, (char *)a->y + i * a->n * c->es);
+        }
+    }
+}
+
+static float nb_to_f32(int32_t dtype, const void *p, int64_t i) {
+    if (dtype == PB_DTYPE_F16) return pb_f16_to_f32(((const uint16_t *)p)[i]);
+    if (dtype == PB_DTYPE_BF16) return pb_bf16_to_f32(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+static void nb_store(int32_t dtype, void *p, int64_t i, float v) {
+    if (dtype == PB_DTYPE_F16)
+        ((uint16_t *)p)[i] = pb_f32_to_f16(v);
+    else if (dtype == PB_DTYPE_BF16)
+        ((uint16_t *)p)[i] = pb_f32_to_bf16(v);
+    else
+        ((float *)p)[i] = v;
+}
+
+int pb_matmul_nbits(const void *args) {
+    CHECK(pb_check_args(args, "matmul_nbits"));
+    const pb_matmul_nbits_args *a = (const pb_matmul_nbits_args *)args;
+    CHECK(pb_check_exec(&a->exec, "matmul_nbits"));
+    CHECK(pb_check_dtype(a->dtype, "matmul_nbits"));
+    if (a->bits != 2 && a->bits != 4 && a->bits != 8)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: bits=%d, expected 2, 4 or 8", (int)a->bits);
+    if (a->block_size < 16 || (a->block_size & (a->block_size - 1)) != 0 || a->block_size > (1 << 20))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: block_size=%d, expected a power of two from 16 to 2^20",
+                       (int)a->block_size);
+    if (a->zp_packed != 0 && a->zp_packed != 1)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: zp_packed=%d, expected 0 or 1", (int)a->zp_packed);
+    if (a->m < 0 || a->n < 0 || a->k < 0)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: m=%lld n=%lld k=%lld must be >= 0", (long long)a->m,
+                       (long long)a->n, (long long)a->k);
+    const int64_t es = (int64_t)pb_dtype_size(a->dtype), bs = a->block_size;
+    const int64_t kb = (a->k + bs - 1) / bs, bb = bs * a->bits / 8, zpb = (kb * a->bits + 7) / 8;
+    const int isa_lanes = pb_active_isa()->lanes;
+    const int64_t per = 8 / a->bits, cl = bb < isa_lanes ? bb : isa_lanes;
+    const int64_t xblk = bb / cl * per * isa_lanes; /* floats of a row's x per block */
+    int64_t t, ybytes, bbytes, xrow;
+    if (!pb_mul_ok(a->m, a->n, &t) || !pb_mul_ok(t, es, &ybytes) || !pb_mul_ok(a->n, kb, &t) ||
+        !pb_mul_ok(t, bb, &bbytes) || !pb_mul_ok(kb, xblk, &xrow) || !pb_mul_ok(a->m, xrow + kb, &t) ||
+        t > PB_SIZE_LIMIT / 4)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: sizes overflow");
+    if (a->m == 0 || a->n == 0) return PB_OK;
+    if (a->y == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: y must not be NULL");
+    if (a->k == 0) { /* Y = bias (or 0) */
+        for (int64_t i = 0; i < a->m; i++)
+            for (int64_t j = 0; j < a->n; j++) nb_store(a->dtype, a->y, i * a->n + j, a->bias ? nb_to_f32(a->dtype, a->bias, j) : 0.0f);
+        return PB_OK;
+    }
+    if (a->a == NULL || a->b == NULL || a->scales == NULL)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: a, b and scales must not be NULL");
+    const size_t zbytes = a->zero_points == NULL ? 0 : a->zp_packed ? (size_t)(a->n * zpb) : (size_t)(a->n * kb * es);
+    if (pb_overlap(a->y, (size_t)ybytes, a->a, (size_t)(a->m * a->k * es)) ||
+        pb_overlap(a->y, (size_t)ybytes, a->b, (size_t)bbytes) ||
+        pb_overlap(a->y, (size_t)ybytes, a->scales, (size_t)(a->n * kb * es)) ||
+        (a->zero_points && pb_overlap(a->y, (size_t)ybytes, a->zero_points, zbytes)) ||
+        (a->bias && pb_overlap(a->y, (size_t)ybytes, a->bias, (size_t)(a->n * es))))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: y overlaps an input");
+    float *xp = (float *)pb_scratch_slot(1, (size_t)(a->m * (xrow + kb)) * sizeof(float));
+    if (xp == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory for the rows of A laid out");
+    float *xsum = xp + a->m * xrow;
+    memset(xp, 0, (size_t)(a->m * xrow) * sizeof(float));
+    for (int64_t i = 0; i < a->m; i++)
+        for (int64_t blk = 0; blk < kb; blk++) {
+            float s = 0.0f;
+            for (int64_t c = 0; c < bb / cl; c++)
+                for (int64_t f = 0; f < per; f++)
+                    for (int64_t l = 0; l < cl; l++) {
+                        const int64_t p = blk * bs + (c * cl + l) * per + f;
+                        if (p >= a->k) continue;
+                        const float v = nb_to_f32(a->dtype, a->a, i * a->k + p);
+                        xp[i * xrow + blk * xblk + (c * per + f) * isa_lanes + l] = v;
+                        s += v;
+                    }
+            xsum[i * kb + blk] = s;
+        }
+    const pb_isa *isa = pb_active_isa();
+    nb_ctx c = {a, isa->matmul_nbits_cols[pb_dtype_index(a->dtype)], xp, xsum, kb, xrow, 0, 0, es,
+                a->zero_points == NULL ? 0 : a->zp_packed ? 1 : 2};
+    int64_t work;
+    if (!pb_mul_ok(a->m * a->n, a->k, &work)) work = INT64_MAX; /* m * n checked above */
+    const int32_t threads = pb_threads_for(a->exec.num_threads, work, PB_GRAIN_GEMV);
+    c.chunk = (a->n + threads - 1) / threads;
+    const int64_t colbytes = kb * bb > 0 ? kb * bb : 1;
+    c.sub = pb_l2_bytes() / 2 / colbytes;
+    if (c.sub < 1) c.sub = 1;
+    return pb_parallel_for(threads, (a->n + c.chunk - 1) / c.chunk, nb_range, &c);
+}

@@ -1,0 +1,72 @@
+"""MatMulNBits wrapper (pb_matmul_nbits, accuracy_level 0): numpy arrays in, a validated KernelCall
+out. Shapes as com.microsoft MatMulNBits has them: A (M, K) in the activation dtype; B (N,
+k_blocks, block_size * bits / 8) uint8; scales (N, k_blocks) or (N * k_blocks,); zero_points None,
+packed uint8 (N, ceil(k_blocks * bits / 8)) or its 1-D form, or unpacked in A's dtype (N,
+k_blocks); bias None or (N,); Y (M, N). perfbench/ops/_nbits.py has the layout and references."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfbench.errors import UsageError
+from perfbench.kernels_ffi.checks import check_array, check_no_overlap, check_threads, float_dtype, same_dtype, set_exec
+from perfbench.kernels_ffi.library import Library
+from perfbench.kernels_ffi.wrappers import KernelCall
+
+
+def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray, y: np.ndarray, *, k: int, n: int,
+                 bits: int, block_size: int, zero_points: np.ndarray | None = None, bias: np.ndarray | None = None,
+                 threads: int = 1) -> KernelCall:
+    name = "matmul_nbits"
+    if bits not in (2, 4, 8):
+        raise UsageError(f"{name}: bits={bits!r}, expected 2, 4 or 8 (what ORT 1.31.1 runs)")
+    if not isinstance(block_size, (int, np.integer)) or block_size < 16 or block_size & (block_size - 1):
+        raise UsageError(f"{name}: block_size={block_size!r}, expected a power of two >= 16")
+    for label, v in (("k", k), ("n", n)):
+        if not isinstance(v, (int, np.integer)) or v < 0:
+            raise UsageError(f"{name}: {label}={v!r}, expected an integer >= 0")
+    for label, arr in (("a", a), ("b", b), ("scales", scales)):
+        check_array(arr, label, name)
+    check_array(y, "y", name, writeable=True)
+    dt = float_dtype(a, "a", name)
+    same_dtype(name, "a", a, scales=scales, y=y, bias=bias)
+    kb = -(-k // block_size)
+    blob = block_size * bits // 8
+    if a.ndim != 2 or a.shape[1] != k:
+        raise UsageError(f"{name}: a must be (M, K={k}), got {a.shape}")
+    m = a.shape[0]
+    if b.dtype != np.uint8 or b.shape != (n, kb, blob):
+        raise UsageError(f"{name}: b must be uint8 of shape (N, k_blocks, blob) = {(n, kb, blob)}, got {b.dtype}{b.shape}")
+    if scales.shape not in ((n, kb), (n * kb,)):
+        raise UsageError(f"{name}: scales must be (N, k_blocks) = {(n, kb)} or ({n * kb},), got {scales.shape}")
+    zp_packed = 0
+    if zero_points is not None:
+        check_array(zero_points, "zero_points", name)
+        zpb = -(-kb * bits // 8)
+        if zero_points.dtype == np.uint8:
+            zp_packed = 1
+            if zero_points.shape not in ((n, zpb), (n * zpb,)):
+                raise UsageError(f"{name}: packed zero_points must be uint8 (N, ceil(k_blocks * bits / 8)) = {(n, zpb)} "
+                                 f"or ({n * zpb},), got {zero_points.shape}")
+        else:
+            same_dtype(name, "a", a, zero_points=zero_points)
+            if zero_points.shape not in ((n, kb), (n * kb,)):
+                raise UsageError(f"{name}: unpacked zero_points must be (N, k_blocks) = {(n, kb)} or ({n * kb},), "
+                                 f"got {zero_points.shape}")
+    if bias is not None:
+        check_array(bias, "bias", name)
+        if bias.shape != (n,):
+            raise UsageError(f"{name}: bias must be ({n},), got {bias.shape}")
+    if y.shape != (m, n):
+        raise UsageError(f"{name}: y must be (M, N) = {(m, n)}, got {y.shape}")
+    check_no_overlap(name, {"y": y}, {"a": a, "b": b, "scales": scales, "zero_points": zero_points, "bias": bias})
+    args = lib.ffi.new("pb_matmul_nbits_args*")
+    set_exec(args, check_threads(threads, name), "cpu", name)
+    args.dtype, args.bits, args.block_size, args.zp_packed = dt.onnx, bits, int(block_size), zp_packed
+    args.m, args.n, args.k = m, n, k
+    args.a, args.b, args.scales, args.y = lib.ptr(a), lib.ptr(b), lib.ptr(scales), lib.ptr(y)
+    if zero_points is not None:
+        args.zero_points = lib.ptr(zero_points)
+    if bias is not None:
+        args.bias = lib.ptr(bias)
+    return KernelCall(lib, name, args, [a, b, scales, zero_points, bias, y])

@@ -1,0 +1,109 @@
+"""pb_matmul_nbits (issue 19, accuracy_level 0) against the float64 reference of perfbench/ops/
+_nbits.py (itself checked against ORT sessions in tests/ops/test_nbits_reference.py), on every ISA
+path this CPU runs, in f32, f16 and bf16: bits 2, 4 and 8; blocks whose bytes are fewer than a
+vector (2 bits x 16: 4 bytes) and more (4 bits x 128: 64 bytes); K not a multiple of the block;
+zero points packed, unpacked or absent; a bias; M > 1 over column sub-blocks; 2 threads; k = 0;
+and the bad arguments Python and C refuse."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from perfbench import dtypes
+from perfbench.errors import NativeError, UsageError
+from perfbench.kernels_ffi.matmul_nbits import matmul_nbits
+from perfbench.ops import _nbits as nb
+from tests.conftest import isas_to_test
+
+TOL = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}  # relative to 1 + |Y|
+
+
+def _err(y, ref) -> float:
+    return float(np.max(np.abs(np.asarray(y, np.float64) - ref) / (1 + np.abs(ref)))) if np.size(y) else 0.0
+
+
+def _case(rng, dt, m, k, n, bits, bs, zp, bias):
+    npdt = dtypes.get(dt).numpy
+    b, s, z = nb.random_weights(rng, n, k, bits=bits, block_size=bs, packed_zp=zp != "float", scale_dtype=npdt)
+    z = None if zp == "none" else z
+    a = rng.standard_normal((m, k)).astype(npdt)
+    bi = rng.standard_normal((n,)).astype(npdt) if bias else None
+    return a, b, s, z, bi
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
+def test_matches_the_float64_reference_on_every_path(lib, dt):
+    rng = np.random.default_rng(21)
+    shapes = [(1, 256, 40, 4, 32), (3, 1000, 17, 4, 32), (2, 300, 9, 2, 16), (1, 512, 33, 8, 64), (2, 512, 20, 4, 128),
+              (1, 100, 5, 2, 32), (4, 64, 3, 8, 16)]
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        for (m, k, n, bits, bs), zp, bias in itertools.product(shapes, ("packed", "float", "none"), (False, True)):
+            a, b, s, z, bi = _case(rng, dt, m, k, n, bits, bs, zp, bias)
+            y = np.full((m, n), np.nan, a.dtype)
+            matmul_nbits(lib, a, b, s, y, k=k, n=n, bits=bits, block_size=bs, zero_points=z, bias=bi).run()
+            ref = nb.reference(a, b, s, z, bi, k=k, bits=bits, block_size=bs)
+            assert _err(y, ref) <= TOL[dt], (isa, m, k, n, bits, bs, zp, bias, _err(y, ref))
+    lib.select_isa("auto")
+
+
+def test_two_threads_and_rows_over_column_sub_blocks(lib):
+    """Past the grain, so both threads work; M = 5 rows each over every column sub-block (the L2 is
+    set to 8 KiB: a sub-block of 64 columns of 128 bytes of weights each)."""
+    rng = np.random.default_rng(22)
+    lib.check(lib.lib.pb_set_core_cache_bytes(4096, 8192), "set caches")
+    try:
+        for isa in isas_to_test(lib):
+            lib.select_isa(isa)
+            a, b, s, z, bi = _case(rng, "f32", 5, 256, 300, 4, 32, "packed", True)
+            y = np.full((5, 300), np.nan, np.float32)
+            before = int(lib.lib.pb_pool_multi_regions())
+            matmul_nbits(lib, a, b, s, y, k=256, n=300, bits=4, block_size=32, zero_points=z, bias=bi, threads=2).run()
+            assert int(lib.lib.pb_pool_multi_regions()) > before, isa
+            assert _err(y, nb.reference(a, b, s, z, bi, k=256, bits=4, block_size=32)) <= TOL["f32"], isa
+    finally:
+        lib._set_llc()
+        lib.select_isa("auto")
+
+
+def test_k_zero_gives_the_bias(lib):
+    y = np.full((2, 3), np.nan, np.float32)
+    bias = np.array([1.0, -2.0, 3.5], np.float32)
+    matmul_nbits(lib, np.zeros((2, 0), np.float32), np.zeros((3, 0, 16), np.uint8), np.zeros((3, 0), np.float32), y,
+                 k=0, n=3, bits=4, block_size=32, bias=bias).run()
+    assert (y == bias).all()
+
+
+def test_python_refuses_bad_arguments(lib):
+    rng = np.random.default_rng(23)
+    a, b, s, z, bi = _case(rng, "f32", 2, 64, 4, 4, 32, "packed", True)
+    y = np.zeros((2, 4), np.float32)
+    ok = dict(k=64, n=4, bits=4, block_size=32, zero_points=z, bias=bi)
+    for bad, msg in ((dict(bits=3), "bits=3"), (dict(block_size=24), "block_size=24"), (dict(k=65), "a must be"),
+                     (dict(n=5), "b must be uint8"), (dict(zero_points=z[:, :0]), "packed zero_points"),
+                     (dict(bias=bi[:3]), "bias must be")):
+        with pytest.raises(UsageError, match=msg):
+            matmul_nbits(lib, a, b, s, y, **{**ok, **bad})
+    with pytest.raises(UsageError, match="y must be"):
+        matmul_nbits(lib, a, b, s, np.zeros((2, 5), np.float32), **ok)
+    with pytest.raises(UsageError, match="scales dtype"):
+        matmul_nbits(lib, a, b, s.astype(np.float16), y, **ok)
+
+
+def test_c_refuses_what_python_would(lib):
+    rng = np.random.default_rng(24)
+    a, b, s, z, bi = _case(rng, "f32", 2, 64, 4, 4, 32, "packed", False)
+    y = np.zeros((2, 4), np.float32)
+    for field, value, msg in (("bits", 3, "bits=3"), ("block_size", 48, "block_size=48"), ("zp_packed", 2, "zp_packed=2"),
+                              ("m", -1, "must be >= 0")):
+        call = matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z)
+        setattr(call.args, field, value)
+        with pytest.raises(NativeError, match=msg):
+            call.run()
+    call = matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z)
+    call.args.y = call.args.a  # Y over A
+    with pytest.raises(NativeError, match="overlaps"):
+        call.run()
