@@ -491,3 +491,47 @@ def test_gemm_with_a_constant_weight_and_a_runtime_c(tmp_path, lib):
     assert rep.exit_code == 0, node.render(rep)
     assert rep.case.endswith("c=row.b_form=initializer")
     assert _node_graph(tmp_path / "gemm_c.onnx").initializers == ("i1",)
+
+
+def _nbits_model(path, a_shape, n, *, bits=4, bs=32, zp="packed", bias=False, accuracy=0, g_idx=False):
+    from perfbench.ops import _nbits as nbits
+
+    k = a_shape[-1]
+    b, s, z = nbits.random_weights(np.random.default_rng(5), n, k, bits=bits, block_size=bs, packed_zp=zp == "packed")
+    consts = [numpy_helper.from_array(b, "B"), numpy_helper.from_array(s, "S")]
+    names = ["x", "B", "S"]
+    if zp != "none":
+        consts.append(numpy_helper.from_array(z, "Z"))
+    names.append("Z" if zp != "none" else "")
+    if g_idx:
+        consts.append(numpy_helper.from_array((np.arange(k) // bs).astype(np.int32), "G"))
+    names.append("G" if g_idx else "")
+    if bias:
+        consts.append(numpy_helper.from_array(np.linspace(-1, 1, n).astype(np.float32), "bias"))
+    names.append("bias" if bias else "")
+    while names[-1] == "":
+        names.pop()
+    node_ = helper.make_node("MatMulNBits", names, ["y"], domain="com.microsoft", K=k, N=n, bits=bits, block_size=bs,
+                             accuracy_level=accuracy)
+    g = helper.make_graph([node_], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, a_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, a_shape[:-1] + [n])], initializer=consts)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 9
+    onnx.save(m, str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("a_shape, kw", [([2, 3, 64], dict(zp="packed", bias=True)),  # leading dims flattened into M
+                                         ([1, 96], dict(bits=2, bs=16, zp="float")),
+                                         ([4, 100], dict(bits=8, zp="none", accuracy=2))])  # K tail; level 2 runs f32
+def test_matmul_nbits_nodes_map_and_pass_against_ort(tmp_path, lib, a_shape, kw):
+    rep = node.run(_nbits_model(tmp_path / "nb.onnx", a_shape, 24, **kw), timing=False, lib=lib)
+    assert rep.exit_code == 0, node.render(rep)
+    assert rep.case.startswith(f"MatMulNBits.m={int(np.prod(a_shape[:-1]))}.k={a_shape[-1]}.n=24")
+
+
+@pytest.mark.parametrize("kw, needle", [(dict(accuracy=4), "accuracy_level=4"), (dict(g_idx=True), "g_idx")])
+def test_matmul_nbits_nodes_we_do_not_run_are_exit_3_with_the_reason(tmp_path, kw, needle):
+    r = pb(_nbits_model(tmp_path / "nb.onnx", [2, 64], 8, **kw), "--no-time")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert needle in r.stdout + r.stderr

@@ -112,7 +112,7 @@ class GraphSpec:
     domain: str
     opset: int
     # [(name, type, shape)] in node order; type: "float" = the cell's dtype, or one of ELEM_TYPES
-    # ("f32" = float32 whatever the cell's dtype, "int64", "int32", "bool"); a name "" leaves that
+    # ("f32" = float32 whatever the cell's dtype, "int64", "int32", "bool", "uint8"); a name "" leaves that
     # optional input out; a str in a shape is a symbolic dimension
     inputs: list
     # [(name, shape)] outputs of the cell's dtype, or [(name, shape, type)] with a type as above
@@ -142,7 +142,7 @@ class GraphSpec:
 
 # numpy dtypes of the non-"float" element types of GraphSpec inputs and outputs
 ELEM_TYPES = {"f32": np.dtype(np.float32), "int64": np.dtype(np.int64), "int32": np.dtype(np.int32),
-              "bool": np.dtype(np.bool_)}
+              "bool": np.dtype(np.bool_), "uint8": np.dtype(np.uint8)}
 
 
 class NodeUnsupported(Exception):

@@ -20,7 +20,8 @@ from perfbench.ops.base import ELEM_TYPES, GraphSpec
 # onnx 1.23 writes IR version 14, ORT 1.31 reads at most 13; 11 covers opset 23.
 IR_VERSION = 11
 
-_ELEM = {"f32": TensorProto.FLOAT, "int64": TensorProto.INT64, "int32": TensorProto.INT32, "bool": TensorProto.BOOL}
+_ELEM = {"f32": TensorProto.FLOAT, "int64": TensorProto.INT64, "int32": TensorProto.INT32, "bool": TensorProto.BOOL,
+         "uint8": TensorProto.UINT8}
 
 
 def _elem(t: str, dtype: dtypes.DType) -> int:

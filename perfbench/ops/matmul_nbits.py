@@ -1,0 +1,226 @@
+"""com.microsoft MatMulNBits (issue 19): Y (M, N) = A (M, K) @ W + bias, W a (K, N) weight
+quantized per block of block_size along K to 2, 4 or 8 bits (layout and references:
+perfbench/ops/_nbits.py). B, scales, zero points and bias are the model's constants in every cell
+(initializers: ORT prepacks them at session creation, and only then takes its int8 path at
+accuracy 4); zero points packed (uint8), unpacked (the activation's float type) or absent.
+
+Built so far: accuracy_level 0 (f32 products), which ORT 1.31.1 runs as dequantize + f32 on x86
+for levels 0-3. Accuracy 4 (A quantized per block to int8, integer dot products) is not built:
+its cases are refused, and `perfbench node` declines such nodes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfbench import dtypes
+from perfbench.errors import UsageError
+from perfbench.kernels_ffi.matmul_nbits import matmul_nbits
+from perfbench.ops import _nbits as nb
+from perfbench.ops import _node_helpers as nh
+from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register, tail_len
+
+ZP_FORMS = ("packed", "float", "none")
+# rows of A up to which a cell is judged against bandwidth: 4-bit weights carry 4 flop per byte
+# at M = 1, the Zen 4's FMA peak over its DRAM read (117 / 29 GFLOP/s per GB/s at 1 thread)
+MEMORY_BOUND_MAX_M = 1
+
+
+def _dims(case: Case) -> tuple:
+    p = case.p
+    kb = nb.k_blocks(p["k"], p["block_size"])
+    return p["m"], p["k"], p["n"], p["bits"], p["block_size"], kb
+
+
+def _weights(case: Case, x: dict) -> tuple:
+    zp = x.get("zero_points")
+    return x["B"], x["scales"], zp, x.get("bias")
+
+
+def _ref(case: Case, x: dict, a=None, b=None, scales=None, zp="same") -> np.ndarray:
+    m, k, n, bits, bs, _ = _dims(case)
+    B, S, Z, bias = _weights(case, x)
+    return nb.reference(x["A"] if a is None else a, B if b is None else b, S if scales is None else scales,
+                        Z if isinstance(zp, str) else zp, bias, k=k, bits=bits, block_size=bs)
+
+
+def _zp_float(case: Case, x: dict) -> np.ndarray:
+    m, k, n, bits, bs, kb = _dims(case)
+    return nb.zero_points(x.get("zero_points"), n, kb, bits)
+
+
+def _m_fields_swapped(op, case, x):
+    # the bit fields of each byte read in reverse order (4 bits: the nibbles swapped)
+    bits = case.p["bits"]
+    per = 8 // bits
+    b = np.asarray(x["B"], np.uint8)
+    fields = [(b >> (bits * i)) & ((1 << bits) - 1) for i in range(per)]
+    swapped = np.zeros_like(b)
+    for i, f in enumerate(reversed(fields)):
+        swapped |= (f << (bits * i)).astype(np.uint8)
+    return {"Y": _ref(case, x, b=swapped)}
+
+
+def _m_neighbour_scale(op, case, x):
+    m, k, n, bits, bs, kb = _dims(case)
+    s = np.asarray(x["scales"], np.float64).reshape(n, kb)
+    return {"Y": _ref(case, x, scales=np.roll(s, 1, axis=1))}
+
+
+def _m_zp_ignored(op, case, x):
+    return {"Y": _ref(case, x, zp=np.zeros_like(_zp_float(case, x)))}
+
+
+def _m_zp_off_by_one(op, case, x):
+    return {"Y": _ref(case, x, zp=_zp_float(case, x) + 1.0)}
+
+
+def _m_k_tail(op, case, x):
+    a = np.array(x["A"], np.float64)
+    a[:, a.shape[1] - tail_len(a.shape[1]):] = 0.0
+    return {"Y": _ref(case, x, a=a)}
+
+
+@register
+class MatMulNBits(Op):
+    name = "MatMulNBits"
+    kernel = "matmul_nbits"
+    params = (
+        Param("m", int, None, minimum=1, help="rows of A (tokens)"),
+        Param("k", int, None, minimum=1, help="the inner dimension (K attribute)"),
+        Param("n", int, None, minimum=1, help="output features (N attribute)"),
+        Param("bits", int, 4, choices=(2, 4, 8), help="bits per weight"),
+        Param("block_size", int, 32, choices=(16, 32, 64, 128, 256), help="weights per scale along K"),
+        Param("zp", str, "packed", choices=ZP_FORMS,
+              help="zero points: packed uint8, float (the activation's type), or none (2^(bits-1))"),
+        Param("bias", int, 0, choices=(0, 1), help="1: a bias input"),
+        Param("accuracy_level", int, 0, choices=(0,), help="0: f32 products (accuracy 4, int8 activations: not built)"),
+    )
+    bound = "compute"
+    kernel_optional_args = ("zero_points", "bias")
+    floors = {"f32": 1e-6, "f16": 1e-3, "bf16": 8e-3}
+    test_cases = (
+        {"m": 1, "k": 64, "n": 24},
+        {"m": 3, "k": 100, "n": 9, "bias": 1},  # K tail inside the last block of 32
+        {"m": 2, "k": 96, "n": 5, "bits": 2, "block_size": 16, "zp": "float"},
+        {"m": 2, "k": 128, "n": 7, "bits": 8, "block_size": 64, "zp": "none"},
+        {"m": 1, "k": 256, "n": 40, "block_size": 128},
+        {"m": 2, "k": 256, "n": 300},  # past 2 x the grain: 2 threads split the columns
+    )
+    mutants = (
+        Mutant("bit fields of a byte in reverse order", _m_fields_swapped, lambda case: case.p["bits"] < 8),
+        Mutant("a block's scale applied to its neighbour", _m_neighbour_scale,
+               lambda case: nb.k_blocks(case.p["k"], case.p["block_size"]) > 1),
+        Mutant("zero point ignored", _m_zp_ignored),
+        Mutant("zero point off by one", _m_zp_off_by_one),
+        Mutant("K tail dropped", _m_k_tail, lambda case: case.p["k"] > 1),
+    )
+
+    def validate(self, case: Case, where: str) -> None:
+        if case.p["k"] * case.p["n"] > 2**34:
+            raise UsageError(f"{where}: MatMulNBits k x n = {case.p['k'] * case.p['n']}: at most 2^34 weights")
+
+    def _zp_spec(self, case: Case) -> tuple:
+        m, k, n, bits, bs, kb = _dims(case)
+        zp = case.p["zp"]
+        if zp == "packed":
+            return ("zero_points", "uint8", (n, -(-kb * bits // 8)))
+        if zp == "float":
+            return ("zero_points", "float", (n, kb))
+        return ("", "float", ())
+
+    def graph(self, case: Case) -> GraphSpec:
+        m, k, n, bits, bs, kb = _dims(case)
+        zp = self._zp_spec(case)
+        inputs = [("A", "float", (m, k)), ("B", "uint8", (n, kb, bs * bits // 8)), ("scales", "float", (n, kb)), zp]
+        if case.p["bias"]:
+            inputs += [("", "int32", ()), ("bias", "float", (n,))]
+        inits = tuple(name for name, _, _ in inputs[1:] if name)
+        attrs = {"K": k, "N": n, "bits": bits, "block_size": bs, "accuracy_level": case.p["accuracy_level"]}
+        return GraphSpec("MatMulNBits", "com.microsoft", 1, inputs, [("Y", (m, n))], attrs=attrs, initializers=inits)
+
+    def make_inputs(self, case: Case, dtype: dtypes.DType, rng: np.random.Generator) -> dict:
+        m, k, n, bits, bs, kb = _dims(case)
+        b, s, z = nb.random_weights(rng, n, k, bits=bits, block_size=bs, packed_zp=case.p["zp"] == "packed")
+        # weights of about 1/sqrt(K): Y ~ O(1) whatever K
+        s = (s.astype(np.float64) * 2.0 / np.sqrt(k)).astype(dtype.numpy)
+        A = rng.standard_normal((m, k))
+        A[:, -1] *= 8.0  # planted: the last k of every row weighs 8x (a dropped K tail shows)
+        out = {"A": np.ascontiguousarray(A.astype(dtype.numpy)), "B": b, "scales": s}
+        if case.p["zp"] == "packed":
+            out["zero_points"] = z
+        elif case.p["zp"] == "float":
+            out["zero_points"] = z.astype(dtype.numpy)
+        if case.p["bias"]:
+            out["bias"] = rng.standard_normal(n).astype(dtype.numpy)
+        return out
+
+    def prepare_ours(self, lib, case: Case, inputs: dict, outputs: dict, threads: int, device: str = "cpu"):
+        if device != "cpu":
+            raise UsageError(f"MatMulNBits runs on the CPU only, not {device}")
+        m, k, n, bits, bs, kb = _dims(case)
+        return matmul_nbits(lib, inputs["A"], inputs["B"], inputs["scales"], outputs["Y"], k=k, n=n, bits=bits,
+                            block_size=bs, zero_points=inputs.get("zero_points"), bias=inputs.get("bias"),
+                            threads=threads)
+
+    def oracle(self, case: Case, inputs: dict) -> dict:
+        return {"Y": _ref(case, inputs)}
+
+    def row_sizes(self, case: Case) -> dict:
+        return {"Y": case.p["n"]}
+
+    def flops(self, case: Case) -> float:
+        m, k, n, *_ = _dims(case)
+        return 2.0 * m * n * k
+
+    def bytes_moved(self, case: Case, dtype: dtypes.DType) -> float:
+        m, k, n, bits, bs, kb = _dims(case)
+        weights = n * kb * bs * bits / 8 + n * kb * dtype.itemsize
+        zp = {"packed": n * -(-kb * bits // 8), "float": n * kb * dtype.itemsize, "none": 0}[case.p["zp"]]
+        return float(weights + zp + (m * k + m * n + n * case.p["bias"]) * dtype.itemsize)
+
+    def compute_peak(self, case: Case, dtype: str) -> str:
+        return "fma_f32"
+
+    def bound_for(self, case: Case) -> str:
+        return "memory" if case.p["m"] <= MEMORY_BOUND_MAX_M else "compute"
+
+    node_types = (("com.microsoft", "MatMulNBits"),)
+
+    def from_node(self, node: NodeInfo) -> NodeBinding:
+        """com.microsoft MatMulNBits: A (..., K) (leading dims flattened into M), B, scales, zero
+        points packed or float, bias; accuracy_level 0-3 (x86 runs them all as f32). Declined
+        (exit 3): accuracy_level 4, g_idx, bits other than 2/4/8, block sizes outside 16-256."""
+        what = "MatMulNBits"
+        ins = nh.node_inputs(node, what, 3, 6)
+        nh.check_outputs(node, what)
+        nh.check_attrs(node, what, ("K", "N", "bits", "block_size", "accuracy_level"))
+        at = node.attrs
+        for req in ("K", "N", "block_size"):
+            if req not in at:
+                raise UsageError(f"{what}: the required attribute {req} is missing")
+        k, n, bits, bs, acc = int(at["K"]), int(at["N"]), int(at.get("bits", 4)), int(at["block_size"]), \
+            int(at.get("accuracy_level", 0))
+        if bits not in (2, 4, 8):
+            raise NodeUnsupported(f"{what} bits={bits}: ORT 1.31.1 runs 2, 4 and 8 only, as do we")
+        if bs not in (16, 32, 64, 128, 256):
+            raise NodeUnsupported(f"{what} block_size={bs}: we run powers of two from 16 to 256")
+        if acc == 4:
+            raise NodeUnsupported(f"{what} accuracy_level=4 (int8 activations): our int8 kernel is not built yet")
+        if len(ins) > 4 and ins[4] is not None:
+            raise NodeUnsupported(f"{what} with g_idx (deprecated; per-k block indices): not implemented")
+        a = nh.node_shape(node, 0, what)
+        if len(a) < 2 or a[-1] != k:
+            raise UsageError(f"{what}: A {a} must be (..., K={k})")
+        zp = "none"
+        if len(ins) > 3 and ins[3] is not None:
+            zp = "packed" if np.dtype(ins[3][0]) == np.uint8 else "float"
+        bias = int(len(ins) > 5 and ins[5] is not None)
+        m = int(np.prod(a[:-1]))
+        case = self.make_case({"m": m, "k": k, "n": n, "bits": bits, "block_size": bs, "zp": zp, "bias": bias,
+                               "accuracy_level": 0}, "perfbench node")
+        inputs = {"A": 0, "B": 1, "scales": 2}
+        if zp != "none":
+            inputs["zero_points"] = 3
+        if bias:
+            inputs["bias"] = 5
+        return NodeBinding(case, inputs, {"Y": (0, tuple(a[:-1]) + (n,))})
