@@ -17,7 +17,18 @@ from perfbench.errors import UsageError
 from perfbench.kernels_ffi.matmul_nbits import matmul_nbits
 from perfbench.ops import _nbits as nb
 from perfbench.ops import _node_helpers as nh
-from perfbench.ops.base import Case, GraphSpec, Mutant, NodeBinding, NodeInfo, NodeUnsupported, Op, Param, register, tail_len
+from perfbench.ops.base import (
+    Case,
+    GraphSpec,
+    Mutant,
+    NodeBinding,
+    NodeInfo,
+    NodeUnsupported,
+    Op,
+    Param,
+    register,
+    tail_len,
+)
 
 ZP_FORMS = ("packed", "float", "none")
 # rows of A up to which a cell is judged against bandwidth: 4-bit weights carry 4 flop per byte
