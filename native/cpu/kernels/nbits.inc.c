@@ -20,41 +20,95 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_cols_bits)(
     const uint8_t *zq = (const uint8_t *)zpv;
     const T *zf = (const T *)zpv;
     const float dz = (float)(1 << (BITS - 1));
-    for (int64_t j = j0; j < j1; j++) {
-        const uint8_t *bj = b + j * kb * bb;
-        vf acc = vf_zero();
-        float corr = 0.0f;
+    /* a column's zero-point share, a tight loop over its blocks before its sums: sum of scale x
+     * zp x the block's x sum (inside the block loop, its scalar work outweighed the block's vector
+     * work) */
+#define PB_NB_CORR(jj, out)                                                                                   \
+    do {                                                                                                     \
+        const T *sj_ = sc + (jj) * kb;                                                                       \
+        float c_ = 0.0f;                                                                                     \
+        if (zp_mode == 0) {                                                                                  \
+            for (int64_t q_ = 0; q_ < kb; q_++) c_ += T_TO_F32(sj_[q_]) * xsum[q_];                          \
+            c_ *= dz;                                                                                        \
+        } else if (zp_mode == 1) {                                                                           \
+            const uint8_t *zj_ = zq + (jj) * zpb;                                                            \
+            for (int64_t q_ = 0; q_ < kb; q_++)                                                              \
+                c_ += T_TO_F32(sj_[q_]) * (float)((zj_[q_ / per] >> (BITS * (q_ % per))) & mask) * xsum[q_]; \
+        } else {                                                                                             \
+            for (int64_t q_ = 0; q_ < kb; q_++) c_ += T_TO_F32(sj_[q_]) * T_TO_F32(zf[(jj) * kb + q_]) * xsum[q_]; \
+        }                                                                                                    \
+        (out) = c_;                                                                                          \
+    } while (0)
+    /* two columns at a time: each x vector loaded once for both */
+    int64_t j = j0;
+    for (; j + 2 <= j1; j += 2) {
+        const uint8_t *b0 = b + j * kb * bb, *b1 = b0 + kb * bb;
+        const T *s0 = sc + j * kb, *s1 = s0 + kb;
+        vf acc0 = vf_zero(), acc1 = vf_zero();
         for (int64_t blk = 0; blk < kb; blk++) {
-            const float s = T_TO_F32(sc[j * kb + blk]);
-            const float z = zp_mode == 0   ? dz
-                            : zp_mode == 1 ? (float)((zq[j * zpb + blk / per] >> (BITS * (blk % per))) & mask)
-                                           : T_TO_F32(zf[j * kb + blk]);
             const float *xb = xp + blk * xblk;
-            const uint8_t *qb = bj + blk * bb;
             vf t0 = vf_zero(), t1 = vf_zero();
             for (int64_t c = 0; c < nch; c++) {
-                const uint8_t *q = qb + c * cl;
-                uint8_t tmp[PB_LANES];
+                const uint8_t *q0 = b0 + blk * bb + c * cl, *q1 = b1 + blk * bb + c * cl;
+                uint8_t tmp0[PB_LANES], tmp1[PB_LANES];
                 if (cl < PB_LANES) { /* a block of fewer bytes than a vector: zero-padded (x is zero there) */
+                    memset(tmp0, 0, sizeof(tmp0));
+                    memset(tmp1, 0, sizeof(tmp1));
+                    memcpy(tmp0, q0, (size_t)cl);
+                    memcpy(tmp1, q1, (size_t)cl);
+                    q0 = tmp0;
+                    q1 = tmp1;
+                }
+                const float *xc = xb + c * per * PB_LANES;
+#pragma GCC unroll 4
+                for (int f = 0; f < per; f++) {
+                    const vf xv = vf_load_f32(xc + f * PB_LANES);
+                    t0 = vf_fmadd(xv, vf_load_u8_field(q0, BITS * f, mask), t0);
+                    t1 = vf_fmadd(xv, vf_load_u8_field(q1, BITS * f, mask), t1);
+                }
+            }
+            acc0 = vf_fmadd(vf_set1(T_TO_F32(s0[blk])), t0, acc0);
+            acc1 = vf_fmadd(vf_set1(T_TO_F32(s1[blk])), t1, acc1);
+        }
+        float c0, c1;
+        PB_NB_CORR(j, c0);
+        PB_NB_CORR(j + 1, c1);
+        float v0 = vf_hsum(acc0) - c0, v1 = vf_hsum(acc1) - c1;
+        if (bias != NULL) {
+            v0 += T_TO_F32(bias[j]);
+            v1 += T_TO_F32(bias[j + 1]);
+        }
+        y[j] = T_FROM_F32(v0);
+        y[j + 1] = T_FROM_F32(v1);
+    }
+    for (; j < j1; j++) {
+        const uint8_t *bj = b + j * kb * bb;
+        vf acc = vf_zero();
+        for (int64_t blk = 0; blk < kb; blk++) {
+            const float *xb = xp + blk * xblk;
+            vf t0 = vf_zero();
+            for (int64_t c = 0; c < nch; c++) {
+                const uint8_t *q = bj + blk * bb + c * cl;
+                uint8_t tmp[PB_LANES];
+                if (cl < PB_LANES) {
                     memset(tmp, 0, sizeof(tmp));
                     memcpy(tmp, q, (size_t)cl);
                     q = tmp;
                 }
                 const float *xc = xb + c * per * PB_LANES;
 #pragma GCC unroll 4
-                for (int f = 0; f < per; f += 2) {
+                for (int f = 0; f < per; f++)
                     t0 = vf_fmadd(vf_load_f32(xc + f * PB_LANES), vf_load_u8_field(q, BITS * f, mask), t0);
-                    if (f + 1 < per)
-                        t1 = vf_fmadd(vf_load_f32(xc + (f + 1) * PB_LANES), vf_load_u8_field(q, BITS * (f + 1), mask), t1);
-                }
             }
-            acc = vf_fmadd(vf_set1(s), vf_add(t0, t1), acc);
-            corr += s * z * xsum[blk];
+            acc = vf_fmadd(vf_set1(T_TO_F32(sc[j * kb + blk])), t0, acc);
         }
-        float v = vf_hsum(acc) - corr;
+        float cj;
+        PB_NB_CORR(j, cj);
+        float v = vf_hsum(acc) - cj;
         if (bias != NULL) v += T_TO_F32(bias[j]);
         y[j] = T_FROM_F32(v);
     }
+#undef PB_NB_CORR
 }
 
 static void PB_UK(PB_DT, matmul_nbits_cols)(const float *xp, const float *xsum, const uint8_t *b, const void *scales,
