@@ -2,8 +2,7 @@
  * the microkernel reads it (kernels/nbits.inc.c), run column blocks over the pool.
  *
  * Each row of A becomes f32 x in the weight's field order (per block, per chunk of PB_LANES bytes,
- * per bit field: the k values of that field, zero past k and past a short block's bytes) with its
- * per-block sums. Work items are blocks of columns; an item runs every row over its columns in
+ * per bit field: the k values of that field, zero past k and past a short block's bytes). Work items are blocks of columns; an item runs every row over its columns in
  * sub-blocks whose weight bytes fit half the L2, so that for M > 1 the rows after the first read
  * them from the L2 rather than memory (reasoned from the sizes; not measured). */
 #include <stdint.h>
@@ -14,7 +13,7 @@
 typedef struct {
     const pb_matmul_nbits_args *a;
     pb_matmul_nbits_ukernel uk;
-    const float *xp, *xsum;
+    const float *xp;
     int64_t kb, xrow, chunk, sub, es;
     int zp_mode;
 } nb_ctx;
@@ -27,7 +26,7 @@ static void nb_range(void *ctx, int64_t t0, int64_t t1) {
         for (int64_t s0 = c0; s0 < c1; s0 += c->sub) {
             const int64_t s1 = s0 + c->sub < c1 ? s0 + c->sub : c1;
             for (int64_t i = 0; i < a->m; i++)
-                c->uk(c->xp + i * c->xrow, c->xsum + i * c->kb, a->b, a->scales, a->zero_points, c->zp_mode, a->bias,
+                c->uk(c->xp + i * c->xrow, a->b, a->scales, a->zero_points, c->zp_mode, a->bias,
                       a->bits, a->block_size, c->kb, s0, s1, (char *)a->y + i * a->n * c->es);
         }
     }
@@ -70,7 +69,7 @@ int pb_matmul_nbits(const void *args) {
     const int64_t xblk = bb / cl * per * isa_lanes; /* floats of a row's x per block */
     int64_t t, ybytes, bbytes, xrow;
     if (!pb_mul_ok(a->m, a->n, &t) || !pb_mul_ok(t, es, &ybytes) || !pb_mul_ok(a->n, kb, &t) ||
-        !pb_mul_ok(t, bb, &bbytes) || !pb_mul_ok(kb, xblk, &xrow) || !pb_mul_ok(a->m, xrow + kb, &t) ||
+        !pb_mul_ok(t, bb, &bbytes) || !pb_mul_ok(kb, xblk, &xrow) || !pb_mul_ok(a->m, xrow, &t) ||
         t > PB_SIZE_LIMIT / 4)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: sizes overflow");
     if (a->m == 0 || a->n == 0) return PB_OK;
@@ -89,13 +88,11 @@ int pb_matmul_nbits(const void *args) {
         (a->zero_points && pb_overlap(a->y, (size_t)ybytes, a->zero_points, zbytes)) ||
         (a->bias && pb_overlap(a->y, (size_t)ybytes, a->bias, (size_t)(a->n * es))))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: y overlaps an input");
-    float *xp = (float *)pb_scratch_slot(1, (size_t)(a->m * (xrow + kb)) * sizeof(float));
+    float *xp = (float *)pb_scratch_slot(1, (size_t)(a->m * xrow) * sizeof(float));
     if (xp == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory for the rows of A laid out");
-    float *xsum = xp + a->m * xrow;
     memset(xp, 0, (size_t)(a->m * xrow) * sizeof(float));
     for (int64_t i = 0; i < a->m; i++)
-        for (int64_t blk = 0; blk < kb; blk++) {
-            float s = 0.0f;
+        for (int64_t blk = 0; blk < kb; blk++)
             for (int64_t c = 0; c < bb / cl; c++)
                 for (int64_t f = 0; f < per; f++)
                     for (int64_t l = 0; l < cl; l++) {
@@ -103,12 +100,9 @@ int pb_matmul_nbits(const void *args) {
                         if (p >= a->k) continue;
                         const float v = nb_to_f32(a->dtype, a->a, i * a->k + p);
                         xp[i * xrow + blk * xblk + (c * per + f) * isa_lanes + l] = v;
-                        s += v;
                     }
-            xsum[i * kb + blk] = s;
-        }
     const pb_isa *isa = pb_active_isa();
-    nb_ctx c = {a, isa->matmul_nbits_cols[pb_dtype_index(a->dtype)], xp, xsum, kb, xrow, 0, 0, es,
+    nb_ctx c = {a, isa->matmul_nbits_cols[pb_dtype_index(a->dtype)], xp, kb, xrow, 0, 0, es,
                 a->zero_points == NULL ? 0 : a->zp_packed ? 1 : 2};
     int64_t work;
     if (!pb_mul_ok(a->m * a->n, a->k, &work)) work = INT64_MAX; /* m * n checked above */

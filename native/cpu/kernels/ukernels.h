@@ -91,9 +91,9 @@ typedef void (*pb_matmul_row_ukernel)(const float *x, const float *bp, int64_t k
                                       int64_t c_cs);
 /* MatMulNBits: columns [j0, j1) of one row of Y from the row's x prepared by the driver (f32, per
  * block and per LANES-byte chunk of the block's bytes, 8 / bits runs of LANES values, lane l of
- * run f the k at byte l, field f; zero past k) and its per-block sums xsum; b, scales, zp and
- * bias as pb_matmul_nbits_args (zp_mode 0 none, 1 packed, 2 dtype). */
-typedef void (*pb_matmul_nbits_ukernel)(const float *xp, const float *xsum, const uint8_t *b, const void *scales,
+ * run f the k at byte l, field f; zero past k); b, scales, zp and bias as pb_matmul_nbits_args
+ * (zp_mode 0 none, 1 packed, 2 dtype). */
+typedef void (*pb_matmul_nbits_ukernel)(const float *xp, const uint8_t *b, const void *scales,
                                         const void *zp, int zp_mode, const void *bias, int bits, int64_t block_size,
                                         int64_t kb, int64_t j0, int64_t j1, void *y);
 /* Columns [j0, j1) of one row of A times B (M = 1). */
