@@ -105,7 +105,7 @@ class NodeOp(Op):
             if v == dt:
                 return k
         raise OursCannot(f"{self.prob.node_label()}: an input of element type {dt} (perfbench binds float, int64, "
-                         "int32 and bool inputs)")
+                         "int32, bool and uint8 inputs)")
 
     def graph(self, case=None) -> GraphSpec:
         ins = [(f"i{k}" if spec else "", self._type(spec[0]) if spec else "float", spec[1] if spec else ())

@@ -60,13 +60,14 @@ def zero_points(zp, n: int, kb: int, bits: int) -> np.ndarray:
     return zp.astype(np.float64).reshape(n, kb)
 
 
-def dequantize(b: np.ndarray, scales, zp, *, k: int, bits: int, block_size: int, g_idx=None) -> np.ndarray:
-    """The (K, N) float64 weight. g_idx (K,): the block of each k (default k // block_size)."""
+def dequantize(b: np.ndarray, scales, zp, *, k: int, bits: int, block_size: int) -> np.ndarray:
+    """The (K, N) float64 weight. (g_idx, which reassigns k values to blocks, is not modelled: a
+    first attempt did not match ORT's output.)"""
     n, kb = b.shape[0], k_blocks(k, block_size)
     q = unpack_bits(b.reshape(n, -1), bits, kb * block_size)[:, :k].astype(np.float64)  # (N, K)
     s = np.asarray(scales).astype(np.float64).reshape(n, kb)
     z = zero_points(zp, n, kb, bits)
-    blk = np.arange(k) // block_size if g_idx is None else np.asarray(g_idx, dtype=np.int64)
+    blk = np.arange(k) // block_size
     return ((q - z[:, blk]) * s[:, blk]).T
 
 
@@ -88,9 +89,9 @@ def quantize_a_int8(a: np.ndarray, block_size: int) -> np.ndarray:
     return out
 
 
-def reference(a, b, scales, zp=None, bias=None, *, k: int, bits: int, block_size: int, g_idx=None) -> np.ndarray:
+def reference(a, b, scales, zp=None, bias=None, *, k: int, bits: int, block_size: int) -> np.ndarray:
     """Y = A @ dequantize(B) + bias in float64 (A's leading dims kept)."""
-    w = dequantize(b, scales, zp, k=k, bits=bits, block_size=block_size, g_idx=g_idx)
+    w = dequantize(b, scales, zp, k=k, bits=bits, block_size=block_size)
     y = np.asarray(a).astype(np.float64) @ w
     return y + np.asarray(bias).astype(np.float64) if bias is not None else y
 

@@ -214,7 +214,7 @@ class MatMulNBits(Op):
         if bits not in (2, 4, 8):
             raise NodeUnsupported(f"{what} bits={bits}: ORT 1.31.1 runs 2, 4 and 8 only, as do we")
         if bs not in (16, 32, 64, 128, 256):
-            raise NodeUnsupported(f"{what} block_size={bs}: we run powers of two from 16 to 256")
+            raise NodeUnsupported(f"{what} block_size={bs}: ORT 1.31.1 runs powers of two from 16 to 256, and so does this mapping")
         if acc == 4:
             raise NodeUnsupported(f"{what} accuracy_level=4 (int8 activations): our int8 kernel is not built yet")
         if len(ins) > 4 and ins[4] is not None:

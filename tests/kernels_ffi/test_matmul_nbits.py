@@ -37,8 +37,10 @@ def _case(rng, dt, m, k, n, bits, bs, zp, bias):
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
 def test_matches_the_float64_reference_on_every_path(lib, dt):
     rng = np.random.default_rng(21)
+    # (2, 200, 9, 4, 16): 4-bit blocks of 8 bytes (under AVX-512's 16 lanes), 13 blocks (odd: the last
+    # packed zero-point byte half used); (2, 100, 5, 8, 32): an 8-bit K tail
     shapes = [(1, 256, 40, 4, 32), (3, 1000, 17, 4, 32), (2, 300, 9, 2, 16), (1, 512, 33, 8, 64), (2, 512, 20, 4, 128),
-              (1, 100, 5, 2, 32), (4, 64, 3, 8, 16)]
+              (1, 100, 5, 2, 32), (4, 64, 3, 8, 16), (2, 200, 9, 4, 16), (2, 100, 5, 8, 32)]
     for isa in isas_to_test(lib):
         lib.select_isa(isa)
         for (m, k, n, bits, bs), zp, bias in itertools.product(shapes, ("packed", "float", "none"), (False, True)):
@@ -124,3 +126,29 @@ def test_error_stays_at_the_f32_floor_at_k_4096(lib):
                  zero_points=x["zero_points"]).run()
     err = _err(y, nb.reference(x["A"], x["B"], x["scales"], x["zero_points"], k=4096, bits=4, block_size=32))
     assert err <= 1.2e-6, err
+
+
+def _garbage_padding(rng, b, z, k, bits, bs):
+    """B's bits past K in the last block and the packed zero points' unused fields set at random
+    (a real model may hold anything there)."""
+    n, kb, blob = b.shape
+    q = nb.unpack_bits(b.reshape(n, -1), bits, kb * bs)
+    q[:, k:] = rng.integers(0, 1 << bits, size=(n, kb * bs - k))
+    b = nb.pack_bits(q, bits).reshape(n, kb, blob)
+    per = 8 // bits
+    zq = nb.unpack_bits(z, bits, z.shape[1] * per)
+    zq[:, kb:] = rng.integers(0, 1 << bits, size=(n, zq.shape[1] - kb))
+    return b, nb.pack_bits(zq, bits)
+
+
+def test_padding_bits_are_ignored(lib):
+    rng = np.random.default_rng(26)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        for m, k, n, bits, bs in ((2, 200, 9, 4, 16), (1, 100, 5, 2, 32), (3, 70, 6, 8, 32)):
+            a, b, s, z, _ = _case(rng, "f32", m, k, n, bits, bs, "packed", False)
+            b, z = _garbage_padding(rng, b, z, k, bits, bs)
+            y = np.full((m, n), np.nan, np.float32)
+            matmul_nbits(lib, a, b, s, y, k=k, n=n, bits=bits, block_size=bs, zero_points=z).run()
+            assert _err(y, nb.reference(a, b, s, z, k=k, bits=bits, block_size=bs)) <= TOL["f32"], (isa, bits, bs)
+    lib.select_isa("auto")

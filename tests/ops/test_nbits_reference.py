@@ -121,3 +121,20 @@ def test_which_bits_and_blocks_ort_runs_as_int8_at_accuracy_4(bits, bs):
     y = _ort(a, b, s, zp, None, k=k, n=n, bits=bits, block_size=bs, accuracy=4)
     want = (nb.reference_int8_a if INT8_PATH[(bits, bs)] else nb.reference)(a, b, s, zp, k=k, bits=bits, block_size=bs)
     assert _err(y, want) <= 2e-5
+
+
+def test_padding_bits_are_ignored():
+    """B's bits past K in the last block and the unused fields of packed zero points (13 blocks of
+    4 bits: the last byte's high nibble) set at random: ORT ignores them at accuracy 0 and 4, as
+    the references do."""
+    from tests.kernels_ffi.test_matmul_nbits import _garbage_padding
+
+    rng = np.random.default_rng(7)
+    k, n, bs = 200, 8, 16
+    b, s, zp = nb.random_weights(rng, n, k, bits=4, block_size=bs)
+    b, zp = _garbage_padding(rng, b, zp, k, 4, bs)
+    a = rng.standard_normal((2, k)).astype(np.float32)
+    y0 = _ort(a, b, s, zp, None, k=k, n=n, bits=4, block_size=bs, accuracy=0)
+    assert _err(y0, nb.reference(a, b, s, zp, k=k, bits=4, block_size=bs)) <= 2e-5
+    y4 = _ort(a, b, s, zp, None, k=k, n=n, bits=4, block_size=bs, accuracy=4)
+    assert _err(y4, nb.reference_int8_a(a, b, s, zp, k=k, bits=4, block_size=bs)) <= 2e-5
