@@ -9,7 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 from perfbench.errors import UsageError
-from perfbench.kernels_ffi.checks import check_array, check_no_overlap, check_threads, float_dtype, same_dtype, set_exec
+from perfbench.kernels_ffi.checks import (
+    check_array,
+    check_int,
+    check_no_overlap,
+    check_threads,
+    float_dtype,
+    same_dtype,
+    set_exec,
+)
 from perfbench.kernels_ffi.library import Library
 from perfbench.kernels_ffi.wrappers import KernelCall
 
@@ -20,11 +28,10 @@ def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray,
     name = "matmul_nbits"
     if bits not in (2, 4, 8):
         raise UsageError(f"{name}: bits={bits!r}, expected 2, 4 or 8 (what ORT 1.31.1 runs)")
-    if not isinstance(block_size, (int, np.integer)) or block_size < 16 or block_size & (block_size - 1):
+    if check_int(name, "block_size", block_size, 16) & (block_size - 1):
         raise UsageError(f"{name}: block_size={block_size!r}, expected a power of two >= 16")
-    for label, v in (("k", k), ("n", n)):
-        if not isinstance(v, (int, np.integer)) or v < 0:
-            raise UsageError(f"{name}: {label}={v!r}, expected an integer >= 0")
+    check_int(name, "k", k, 0)
+    check_int(name, "n", n, 0)
     for label, arr in (("a", a), ("b", b), ("scales", scales)):
         check_array(arr, label, name)
     check_array(y, "y", name, writeable=True)

@@ -42,16 +42,13 @@ def _dims(case: Case) -> tuple:
     return p["m"], p["k"], p["n"], p["bits"], p["block_size"], kb
 
 
-def _weights(case: Case, x: dict) -> tuple:
-    zp = x.get("zero_points")
-    return x["B"], x["scales"], zp, x.get("bias")
-
-
 def _ref(case: Case, x: dict, a=None, b=None, scales=None, zp="same") -> np.ndarray:
+    """The float64 reference on the cell's inputs, with any of A, B, scales, zero points replaced
+    (the mutants)."""
     m, k, n, bits, bs, _ = _dims(case)
-    B, S, Z, bias = _weights(case, x)
-    return nb.reference(x["A"] if a is None else a, B if b is None else b, S if scales is None else scales,
-                        Z if isinstance(zp, str) else zp, bias, k=k, bits=bits, block_size=bs)
+    return nb.reference(x["A"] if a is None else a, x["B"] if b is None else b,
+                        x["scales"] if scales is None else scales, x.get("zero_points") if isinstance(zp, str) else zp,
+                        x.get("bias"), k=k, bits=bits, block_size=bs)
 
 
 def _zp_float(case: Case, x: dict) -> np.ndarray:
@@ -61,14 +58,10 @@ def _zp_float(case: Case, x: dict) -> np.ndarray:
 
 def _m_fields_swapped(op, case, x):
     # the bit fields of each byte read in reverse order (4 bits: the nibbles swapped)
-    bits = case.p["bits"]
-    per = 8 // bits
+    bits, per = case.p["bits"], 8 // case.p["bits"]
     b = np.asarray(x["B"], np.uint8)
-    fields = [(b >> (bits * i)) & ((1 << bits) - 1) for i in range(per)]
-    swapped = np.zeros_like(b)
-    for i, f in enumerate(reversed(fields)):
-        swapped |= (f << (bits * i)).astype(np.uint8)
-    return {"Y": _ref(case, x, b=swapped)}
+    q = nb.unpack_bits(b, bits, b.shape[-1] * per).reshape(*b.shape, per)[..., ::-1]
+    return {"Y": _ref(case, x, b=nb.pack_bits(q.reshape(*b.shape[:-1], -1), bits))}
 
 
 def _m_neighbour_scale(op, case, x):

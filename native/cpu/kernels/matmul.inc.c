@@ -363,12 +363,12 @@ static void PB_UK(PB_DT, matmul_tile)(const float *ap, const float *bp, int64_t 
 
 /* One row of A, contiguous (x: kc f32 values), times one packed B panel; the rest as the tile
  * kernel, with Y's row as the f32 sums. Only f32 calls it (matmul.c): f16/bf16 would need their
- * sums apart from Y and x converted; the slot is instantiated per dtype like every slot. The M = 1
- * product over packed panels: the tile
- * kernel's one-row case reads its A panel at a stride of MR floats, a new cache line every two (AVX-
- * 512) or three (AVX2) k, next to the panel's stream. Gemm 1 x 1024 x 1024 transB f32, B packed, 1
- * thread (Zen 4, medians of 9 interleaved in one process): 60.2 us with the panel, 51.4 with A read
- * contiguous (the same FMAs); a plain read of the packed B's bytes took 43.8 */
+ * sums apart from Y and x converted; the slot is instantiated per dtype like every slot.
+ * Why M = 1 over packed panels has it: the tile kernel's one-row case reads its A panel at a
+ * stride of MR floats, a new cache line every two (AVX-512) or three (AVX2) k, next to the
+ * panel's stream. Gemm 1 x 1024 x 1024 transB f32, B packed, 1 thread (Zen 4, medians of 9
+ * interleaved in one process): 60.2 us with the panel, 51.4 with A read contiguous (the same
+ * FMAs); a plain read of the packed B's bytes took 43.8 */
 static void PB_UK(PB_DT, matmul_row)(const float *x, const float *bp, int64_t kc, float *acc, int64_t ldacc, int load,
                                      int final, int64_t n, void *y, float alpha, float beta, const void *c,
                                      int64_t c_cs) {

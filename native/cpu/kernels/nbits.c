@@ -38,15 +38,6 @@ static float nb_to_f32(int32_t dtype, const void *p, int64_t i) {
     return ((const float *)p)[i];
 }
 
-static void nb_store(int32_t dtype, void *p, int64_t i, float v) {
-    if (dtype == PB_DTYPE_F16)
-        ((uint16_t *)p)[i] = pb_f32_to_f16(v);
-    else if (dtype == PB_DTYPE_BF16)
-        ((uint16_t *)p)[i] = pb_f32_to_bf16(v);
-    else
-        ((float *)p)[i] = v;
-}
-
 int pb_matmul_nbits(const void *args) {
     CHECK(pb_check_args(args, "matmul_nbits"));
     const pb_matmul_nbits_args *a = (const pb_matmul_nbits_args *)args;
@@ -64,7 +55,8 @@ int pb_matmul_nbits(const void *args) {
                        (long long)a->n, (long long)a->k);
     const int64_t es = (int64_t)pb_dtype_size(a->dtype), bs = a->block_size;
     const int64_t kb = (a->k + bs - 1) / bs, bb = bs * a->bits / 8, zpb = (kb * a->bits + 7) / 8;
-    const int isa_lanes = pb_active_isa()->lanes;
+    const pb_isa *isa = pb_active_isa();
+    const int isa_lanes = isa->lanes;
     const int64_t per = 8 / a->bits, cl = bb < isa_lanes ? bb : isa_lanes;
     const int64_t xblk = bb / cl * per * isa_lanes; /* floats of a row's x per block */
     int64_t t, ybytes, bbytes, xrow;
@@ -74,9 +66,14 @@ int pb_matmul_nbits(const void *args) {
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: sizes overflow");
     if (a->m == 0 || a->n == 0) return PB_OK;
     if (a->y == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: y must not be NULL");
-    if (a->k == 0) { /* Y = bias (or 0) */
-        for (int64_t i = 0; i < a->m; i++)
-            for (int64_t j = 0; j < a->n; j++) nb_store(a->dtype, a->y, i * a->n + j, a->bias ? nb_to_f32(a->dtype, a->bias, j) : 0.0f);
+    if (a->k == 0) { /* Y = bias (same dtype: its bytes), or 0 (all-zero bits in every dtype) */
+        for (int64_t i = 0; i < a->m; i++) {
+            char *row = (char *)a->y + i * a->n * es;
+            if (a->bias != NULL)
+                memcpy(row, a->bias, (size_t)(a->n * es));
+            else
+                memset(row, 0, (size_t)(a->n * es));
+        }
         return PB_OK;
     }
     if (a->a == NULL || a->b == NULL || a->scales == NULL)
@@ -101,7 +98,6 @@ int pb_matmul_nbits(const void *args) {
                         const float v = nb_to_f32(a->dtype, a->a, i * a->k + p);
                         xp[i * xrow + blk * xblk + (c * per + f) * isa_lanes + l] = v;
                     }
-    const pb_isa *isa = pb_active_isa();
     nb_ctx c = {a, isa->matmul_nbits_cols[pb_dtype_index(a->dtype)], xp, kb, xrow, 0, 0, es,
                 a->zero_points == NULL ? 0 : a->zp_packed ? 1 : 2};
     int64_t work;
