@@ -7,11 +7,12 @@ falls back to f32 and agrees with the plain one."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from onnx import helper, numpy_helper
 
+from perfbench import dtypes
 from perfbench.ops import _nbits as nb
+from perfbench.ops import ort as ortlib
+from perfbench.ops.base import GraphSpec
 
 
 def _err(y, ref) -> float:
@@ -19,32 +20,22 @@ def _err(y, ref) -> float:
 
 
 def _ort(a, b, scales, zp, bias, *, k, n, bits, block_size, accuracy, initializers=True):
-    """Y of one MatMulNBits node in a real session (1 thread): A a graph input; B, scales, zero
-    points and bias initializers, or graph inputs with initializers=False."""
-    elem = helper.np_dtype_to_tensor_dtype(a.dtype)
-    consts = {"B": b, "scales": scales, "zp": zp, "bias": bias}
-    names = ["A", "B", "scales", "zp" if zp is not None else "", "", "bias" if bias is not None else ""]
-    while names[-1] == "":
-        names.pop()
-    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=k, N=n, bits=bits,
-                            block_size=block_size, accuracy_level=accuracy)
-    present = {kk: v for kk, v in consts.items() if v is not None}
-    ins = [helper.make_tensor_value_info("A", elem, list(a.shape))]
-    inits = []
-    for name, v in present.items():
-        if initializers:
-            inits.append(numpy_helper.from_array(v, name))
-        else:
-            ins.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)))
-    graph = helper.make_graph([node], "nbits", ins, [helper.make_tensor_value_info("Y", elem, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-                              ir_version=9)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    """Y of one MatMulNBits node in a real session (1 thread), built as the harness builds its
+    graphs (ortlib.build_model): A a graph input; B, scales, zero points and bias initializers, or
+    graph inputs with initializers=False."""
+    consts = {"B": b, "scales": scales, "zero_points": zp, "bias": bias}
+    zp_spec = ("", "float", ()) if zp is None else ("zero_points", "uint8" if zp.dtype == np.uint8 else "float", zp.shape)
+    bias_spec = ("", "float", ()) if bias is None else ("bias", "float", bias.shape)
+    inputs = [("A", "float", a.shape), ("B", "uint8", b.shape), ("scales", "float", scales.shape), zp_spec,
+              ("", "int32", ()), bias_spec]
+    present = {name: v for name, v in consts.items() if v is not None}
+    spec = GraphSpec("MatMulNBits", "com.microsoft", 1, inputs, [("Y", (a.shape[0], n))],
+                     attrs={"K": k, "N": n, "bits": bits, "block_size": block_size, "accuracy_level": accuracy},
+                     initializers=tuple(present) if initializers else ())
+    model = ortlib.build_model(spec, dtypes.get("f16" if a.dtype == np.float16 else "f32"), plain_names=True,
+                               values=ortlib.initializer_values(spec, present))
     feeds = {"A": a} if initializers else {"A": a, **present}
-    return sess.run(None, feeds)[0]
+    return ortlib.make_session(model, 1, "off").run(None, feeds)[0]
 
 
 def test_bits_pack_lowest_first_and_round_trip():
