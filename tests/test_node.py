@@ -523,14 +523,16 @@ def _nbits_model(path, a_shape, n, *, bits=4, bs=32, zp="packed", bias=False, ac
 
 @pytest.mark.parametrize("a_shape, kw", [([2, 3, 64], dict(zp="packed", bias=True)),  # leading dims flattened into M
                                          ([1, 96], dict(bits=2, bs=16, zp="float")),
-                                         ([4, 100], dict(bits=8, zp="none", accuracy=2))])  # K tail; level 2 runs f32
+                                         ([4, 100], dict(bits=8, zp="none", accuracy=2)),  # K tail; level 2 runs f32
+                                         ([3, 160], dict(accuracy=4, bias=True))])  # int8 activations, ORT's too
 def test_matmul_nbits_nodes_map_and_pass_against_ort(tmp_path, lib, a_shape, kw):
     rep = node.run(_nbits_model(tmp_path / "nb.onnx", a_shape, 24, **kw), timing=False, lib=lib)
     assert rep.exit_code == 0, node.render(rep)
     assert rep.case.startswith(f"MatMulNBits.m={int(np.prod(a_shape[:-1]))}.k={a_shape[-1]}.n=24")
+    assert rep.case.endswith(f"accuracy_level={4 if kw.get('accuracy') == 4 else 0}")
 
 
-@pytest.mark.parametrize("kw, needle", [(dict(accuracy=4), "accuracy_level=4"), (dict(g_idx=True), "g_idx")])
+@pytest.mark.parametrize("kw, needle", [(dict(g_idx=True), "g_idx")])
 def test_matmul_nbits_nodes_we_do_not_run_are_exit_3_with_the_reason(tmp_path, kw, needle):
     r = pb(_nbits_model(tmp_path / "nb.onnx", [2, 64], 8, **kw), "--no-time")
     assert r.returncode == 3, r.stdout + r.stderr

@@ -570,20 +570,23 @@ typedef struct pb_matmul_pack_args {
 int pb_matmul_pack_b(const void *args);
 /* Bytes pb_matmul_pack_b needs for a (k, n) B: *bytes_out; a status. */
 int pb_matmul_packed_bytes(int64_t k, int64_t n, int64_t *bytes_out);
-/* com.microsoft MatMulNBits at accuracy_level 0 (f32 products): Y (m, n) = A (m, k) @ W + bias,
+/* com.microsoft MatMulNBits: Y (m, n) = A (m, k) @ W + bias,
  * W (k, n) the block-quantized weight: b is (n, k_blocks, block_size * bits / 8) bytes, k_blocks =
  * ceil(k / block_size), column j of W contiguous along k, 8 / bits values a byte, the lowest bits
  * the first; W[p, j] = (q - zp) * scale with scale = scales[j * k_blocks + p / block_size] (dtype)
  * and zp: zero_points NULL (2^(bits - 1)), packed (zp_packed 1: uint8, ceil(k_blocks * bits / 8)
  * bytes a column, the lowest bits the even block) or unpacked (zp_packed 0: dtype, (n, k_blocks)).
  * bits 2, 4 or 8; block_size a power of two >= 16. A, scales, float zero points, bias (NULL: none)
- * and Y in dtype; sums in f32. Y must not overlap the inputs. */
+ * and Y in dtype; sums in f32. Y must not overlap the inputs. accuracy_level 0: f32 products;
+ * 4: each row of A quantized per block of block_size to int8 (scale max|a| / 127, values rounded
+ * half to even: ORT's x86 rule), integer dot products with the weight's integers. */
 typedef struct pb_matmul_nbits_args {
     pb_exec exec;
     int32_t dtype;
     int32_t bits;
     int32_t block_size;
     int32_t zp_packed;
+    int32_t accuracy_level;
     int64_t m;
     int64_t n;
     int64_t k;

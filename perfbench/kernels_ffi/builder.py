@@ -40,7 +40,7 @@ ISA_UNITS = [
     (
         "avx512",
         "avx512.c",
-        ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512bf16", "-mfma", "-mf16c"],
+        ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512bf16", "-mavx512vnni", "-mfma", "-mf16c"],
         "PB_HAVE_AVX512",
     ),
 ]

@@ -1,4 +1,4 @@
-"""MatMulNBits wrapper (pb_matmul_nbits, accuracy_level 0): numpy arrays in, a validated KernelCall
+"""MatMulNBits wrapper (pb_matmul_nbits, accuracy_level 0 or 4): numpy arrays in, a validated KernelCall
 out. Shapes as com.microsoft MatMulNBits has them: A (M, K) in the activation dtype; B (N,
 k_blocks, block_size * bits / 8) uint8; scales (N, k_blocks) or (N * k_blocks,); zero_points None,
 packed uint8 (N, ceil(k_blocks * bits / 8)) or its 1-D form, or unpacked in A's dtype (N,
@@ -24,8 +24,10 @@ from perfbench.kernels_ffi.wrappers import KernelCall
 
 def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray, y: np.ndarray, *, k: int, n: int,
                  bits: int, block_size: int, zero_points: np.ndarray | None = None, bias: np.ndarray | None = None,
-                 threads: int = 1) -> KernelCall:
+                 accuracy_level: int = 0, threads: int = 1) -> KernelCall:
     name = "matmul_nbits"
+    if accuracy_level not in (0, 4):
+        raise UsageError(f"{name}: accuracy_level={accuracy_level!r}, expected 0 (f32 products) or 4 (int8 activations)")
     if bits not in (2, 4, 8):
         raise UsageError(f"{name}: bits={bits!r}, expected 2, 4 or 8 (what ORT 1.31.1 runs)")
     if check_int(name, "block_size", block_size, 16) & (block_size - 1):
@@ -70,6 +72,7 @@ def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray,
     args = lib.ffi.new("pb_matmul_nbits_args*")
     set_exec(args, check_threads(threads, name), "cpu", name)
     args.dtype, args.bits, args.block_size, args.zp_packed = dt.onnx, bits, int(block_size), zp_packed
+    args.accuracy_level = accuracy_level
     args.m, args.n, args.k = m, n, k
     args.a, args.b, args.scales, args.y = lib.ptr(a), lib.ptr(b), lib.ptr(scales), lib.ptr(y)
     if zero_points is not None:

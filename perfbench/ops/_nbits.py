@@ -30,6 +30,16 @@ def k_blocks(k: int, block_size: int) -> int:
     return (k + block_size - 1) // block_size
 
 
+def ort_runs_int8(bits: int, block_size: int, zp_form: str, weights_constant: bool) -> bool:
+    """Whether ORT 1.31.1 on x86 takes its int8 path at accuracy_level 4 (else it dequantizes and
+    runs f32): only with B, scales and packed zero points as initializers (prepacked at session
+    creation), never with float zero points, and for 2 bits only at blocks 32-128 (probed on a
+    Zen 4 with bits 2/4/8 x blocks 16-256; tests/ops/test_nbits_reference.py pins it)."""
+    if not weights_constant or zp_form == "float":
+        return False
+    return not (bits == 2 and block_size in (16, 256))
+
+
 def pack_bits(q: np.ndarray, bits: int) -> np.ndarray:
     """Integers 0 .. 2^bits - 1 along the last axis (a multiple of 8 / bits long) packed into bytes,
     the lowest bits the first value."""
@@ -71,10 +81,11 @@ def dequantize(b: np.ndarray, scales, zp, *, k: int, bits: int, block_size: int)
     return ((q - z[:, blk]) * s[:, blk]).T
 
 
-def quantize_a_int8(a: np.ndarray, block_size: int) -> np.ndarray:
+def quantize_a_int8(a: np.ndarray, block_size: int, *, half_even: bool = True) -> np.ndarray:
     """A (..., K) as accuracy_level 4 sees it: per row and block of block_size along K, float32
     scale = max|a| / 127 and q = round-half-even(a * (127 / max|a|)) saturated to int8; returns
-    q * scale in float64 (the values the int8 dot products stand for)."""
+    q * scale in float64 (the values the int8 dot products stand for). half_even=False rounds
+    halves away from zero instead (a mutant: C's roundf)."""
     a32 = np.asarray(a).astype(np.float32)
     k = a32.shape[-1]
     out = np.empty(a32.shape, np.float64)
@@ -84,7 +95,8 @@ def quantize_a_int8(a: np.ndarray, block_size: int) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = (mx / np.float32(127.0)).astype(np.float32)
             inv = np.where(mx != 0, np.float32(127.0) / mx, np.float32(0.0)).astype(np.float32)
-        q = np.clip(np.rint((blk * inv).astype(np.float32)), -128, 127)  # rint: half to even
+        v = (blk * inv).astype(np.float32)
+        q = np.clip(np.rint(v) if half_even else np.sign(v) * np.floor(np.abs(v) + 0.5), -128, 127)
         out[..., p0:p0 + block_size] = q.astype(np.float64) * scale.astype(np.float64)
     return out
 
@@ -96,9 +108,11 @@ def reference(a, b, scales, zp=None, bias=None, *, k: int, bits: int, block_size
     return y + np.asarray(bias).astype(np.float64) if bias is not None else y
 
 
-def reference_int8_a(a, b, scales, zp=None, bias=None, *, k: int, bits: int, block_size: int) -> np.ndarray:
+def reference_int8_a(a, b, scales, zp=None, bias=None, *, k: int, bits: int, block_size: int,
+                     half_even: bool = True) -> np.ndarray:
     """`reference` over A quantized as accuracy_level 4 quantizes it (quantize_a_int8)."""
-    return reference(quantize_a_int8(a, block_size), b, scales, zp, bias, k=k, bits=bits, block_size=block_size)
+    return reference(quantize_a_int8(a, block_size, half_even=half_even), b, scales, zp, bias, k=k, bits=bits,
+                     block_size=block_size)
 
 
 def random_weights(rng: np.random.Generator, n: int, k: int, *, bits: int, block_size: int,

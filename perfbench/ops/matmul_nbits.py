@@ -4,9 +4,11 @@ perfbench/ops/_nbits.py). B, scales, zero points and bias are the model's consta
 (initializers: ORT prepacks them at session creation, and only then takes its int8 path at
 accuracy 4); zero points packed (uint8), unpacked (the activation's float type) or absent.
 
-Built so far: accuracy_level 0 (f32 products), which ORT 1.31.1 runs as dequantize + f32 on x86
-for levels 0-3. Accuracy 4 (A quantized per block to int8, integer dot products) is not built:
-its cases are refused, and `perfbench node` declines such nodes."""
+accuracy_level 0: f32 products (ORT 1.31.1 runs levels 0-3 as dequantize + f32 on x86).
+accuracy_level 4: A quantized per row and block to int8 as ORT quantizes it, integer dot products
+(vpdpbusd); judged against the second reference, reference_int8_a (the float64 product over A so
+quantized: the unquantized oracle cannot judge it, ORT itself is about 1e-2 away from it). Its
+error against the unquantized reference is reported beside the verdict."""
 
 from __future__ import annotations
 
@@ -42,13 +44,15 @@ def _dims(case: Case) -> tuple:
     return p["m"], p["k"], p["n"], p["bits"], p["block_size"], kb
 
 
-def _ref(case: Case, x: dict, a=None, b=None, scales=None, zp="same") -> np.ndarray:
-    """The float64 reference on the cell's inputs, with any of A, B, scales, zero points replaced
-    (the mutants)."""
+def _ref(case: Case, x: dict, a=None, b=None, scales=None, zp="same", half_even=True) -> np.ndarray:
+    """The cell's float64 reference (accuracy 4: over A quantized to int8 as ORT does it) on its
+    inputs, with any of A, B, scales, zero points or the int8 rounding replaced (the mutants)."""
     m, k, n, bits, bs, _ = _dims(case)
-    return nb.reference(x["A"] if a is None else a, x["B"] if b is None else b,
-                        x["scales"] if scales is None else scales, x.get("zero_points") if isinstance(zp, str) else zp,
-                        x.get("bias"), k=k, bits=bits, block_size=bs)
+    args = (x["A"] if a is None else a, x["B"] if b is None else b, x["scales"] if scales is None else scales,
+            x.get("zero_points") if isinstance(zp, str) else zp, x.get("bias"))
+    if case.p["accuracy_level"] == 4:
+        return nb.reference_int8_a(*args, k=k, bits=bits, block_size=bs, half_even=half_even)
+    return nb.reference(*args, k=k, bits=bits, block_size=bs)
 
 
 def _zp_float(case: Case, x: dict) -> np.ndarray:
@@ -84,6 +88,19 @@ def _m_k_tail(op, case, x):
     return {"Y": _ref(case, x, a=a)}
 
 
+def _m_round_half_away(op, case, x):
+    return {"Y": _ref(case, x, half_even=False)}
+
+
+def plant_ties(a: np.ndarray, block_size: int) -> None:
+    """Row 0's first block: max |a| = 127 (so A's int8 scale is 1) and the rest x.5 values, each a
+    rounding tie (halves to even, as ORT rounds them; a kernel rounding halves away from zero, or
+    truncating, is off by one on many of them)."""
+    n = min(block_size, a.shape[1])
+    ties = (np.arange(1, n) % 8 + 0.5) * np.where(np.arange(1, n) % 2 == 0, 1.0, -1.0)
+    a[0, 0], a[0, 1:n] = 127.0, ties
+
+
 @register
 class MatMulNBits(Op):
     name = "MatMulNBits"
@@ -97,7 +114,9 @@ class MatMulNBits(Op):
         Param("zp", str, "packed", choices=ZP_FORMS,
               help="zero points: packed uint8, float (the activation's type), or none (2^(bits-1))"),
         Param("bias", int, 0, choices=(0, 1), help="1: a bias input"),
-        Param("accuracy_level", int, 0, choices=(0,), help="0: f32 products (accuracy 4, int8 activations: not built)"),
+        Param("accuracy_level", int, 0, choices=(0, 4),
+              help="0: f32 products; 4: A quantized per block to int8, integer dot products (judged against "
+                   "the int8-activation reference)"),
     )
     bound = "compute"
     kernel_optional_args = ("zero_points", "bias")
@@ -109,6 +128,13 @@ class MatMulNBits(Op):
         {"m": 2, "k": 128, "n": 7, "bits": 8, "block_size": 64, "zp": "none"},
         {"m": 1, "k": 256, "n": 40, "block_size": 128},
         {"m": 2, "k": 256, "n": 300},  # past 2 x the grain: 2 threads split the columns
+        # accuracy 4: units spanning several blocks (AVX-512 64 bytes: 4-bit block 32 = 4 blocks), a
+        # K tail, 8-bit, a block spanning two units (4-bit 256 = 128 bytes), float zero points
+        {"m": 1, "k": 320, "n": 24, "accuracy_level": 4},
+        {"m": 3, "k": 100, "n": 9, "bias": 1, "accuracy_level": 4},
+        {"m": 2, "k": 128, "n": 7, "bits": 8, "block_size": 16, "accuracy_level": 4},
+        {"m": 2, "k": 512, "n": 5, "block_size": 256, "zp": "float", "accuracy_level": 4},
+        {"m": 1, "k": 192, "n": 6, "bits": 2, "block_size": 32, "zp": "none", "accuracy_level": 4},
     )
     mutants = (
         Mutant("bit fields of a byte in reverse order", _m_fields_swapped, lambda case: case.p["bits"] < 8),
@@ -117,6 +143,8 @@ class MatMulNBits(Op):
         Mutant("zero point ignored", _m_zp_ignored),
         Mutant("zero point off by one", _m_zp_off_by_one),
         Mutant("K tail dropped", _m_k_tail, lambda case: case.p["k"] > 1),
+        Mutant("int8 activations rounded half away from zero", _m_round_half_away,
+               lambda case: case.p["accuracy_level"] == 4 and min(case.p["k"], case.p["block_size"]) > 2),
     )
 
     def validate(self, case: Case, where: str) -> None:
@@ -149,6 +177,8 @@ class MatMulNBits(Op):
         s = (s.astype(np.float64) * 2.0 / np.sqrt(k)).astype(dtype.numpy)
         A = rng.standard_normal((m, k))
         A[:, -1] *= 8.0  # planted: the last k of every row weighs 8x (a dropped K tail shows)
+        if case.p["accuracy_level"] == 4:
+            plant_ties(A, bs)
         out = {"A": np.ascontiguousarray(A.astype(dtype.numpy)), "B": b, "scales": s}
         if case.p["zp"] == "packed":
             out["zero_points"] = z
@@ -164,10 +194,17 @@ class MatMulNBits(Op):
         m, k, n, bits, bs, kb = _dims(case)
         return matmul_nbits(lib, inputs["A"], inputs["B"], inputs["scales"], outputs["Y"], k=k, n=n, bits=bits,
                             block_size=bs, zero_points=inputs.get("zero_points"), bias=inputs.get("bias"),
-                            threads=threads)
+                            accuracy_level=case.p["accuracy_level"], threads=threads)
 
     def oracle(self, case: Case, inputs: dict) -> dict:
         return {"Y": _ref(case, inputs)}
+
+    def ort_departure(self, case: Case) -> str:
+        p = case.p
+        if p["accuracy_level"] == 4 and not nb.ort_runs_int8(p["bits"], p["block_size"], p["zp"], True):
+            return ("ORT 1.31.1 runs accuracy_level 4 as f32 here (float zero points, or 2 bits at block 16 or 256): "
+                    "A is not quantized, so ORT departs from the int8-activation reference")
+        return ""
 
     def row_sizes(self, case: Case) -> dict:
         return {"Y": case.p["n"]}
@@ -192,8 +229,11 @@ class MatMulNBits(Op):
 
     def from_node(self, node: NodeInfo) -> NodeBinding:
         """com.microsoft MatMulNBits: A (..., K) (leading dims flattened into M), B, scales, zero
-        points packed or float, bias; accuracy_level 0-3 (x86 runs them all as f32). Declined
-        (exit 3): accuracy_level 4, g_idx, bits other than 2/4/8, block sizes outside 16-256."""
+        points packed or float, bias. accuracy_level 1-3 as 0 (f32; so ORT 1.31.1 runs them on x86),
+        4 as int8 activations. Where ORT does not take its int8 path at 4 (nb.ort_runs_int8: weights
+        not initializers, float zero points, 2 bits at block 16 or 256) it computes in f32 and the
+        judge reports it departing from the int8 reference. Declined (exit 3): g_idx, bits other
+        than 2/4/8, block sizes outside 16-256."""
         what = "MatMulNBits"
         ins = nh.node_inputs(node, what, 3, 6)
         nh.check_outputs(node, what)
@@ -208,8 +248,6 @@ class MatMulNBits(Op):
             raise NodeUnsupported(f"{what} bits={bits}: ORT 1.31.1 runs 2, 4 and 8 only, as do we")
         if bs not in (16, 32, 64, 128, 256):
             raise NodeUnsupported(f"{what} block_size={bs}: ORT 1.31.1 runs powers of two from 16 to 256, and so does this mapping")
-        if acc == 4:
-            raise NodeUnsupported(f"{what} accuracy_level=4 (int8 activations): our int8 kernel is not built yet")
         if len(ins) > 4 and ins[4] is not None:
             raise NodeUnsupported(f"{what} with g_idx (deprecated; per-k block indices): not implemented")
         a = nh.node_shape(node, 0, what)
@@ -220,8 +258,9 @@ class MatMulNBits(Op):
             zp = "packed" if np.dtype(ins[3][0]) == np.uint8 else "float"
         bias = int(len(ins) > 5 and ins[5] is not None)
         m = int(np.prod(a[:-1]))
+        acc = 4 if acc == 4 else 0
         case = self.make_case({"m": m, "k": k, "n": n, "bits": bits, "block_size": bs, "zp": zp, "bias": bias,
-                               "accuracy_level": 0}, "perfbench node")
+                               "accuracy_level": acc}, "perfbench node")
         inputs = {"A": 0, "B": 1, "scales": 2}
         if zp != "none":
             inputs["zero_points"] = 3

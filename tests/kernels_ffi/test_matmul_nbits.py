@@ -1,9 +1,10 @@
-"""pb_matmul_nbits (issue 19, accuracy_level 0) against the float64 reference of perfbench/ops/
-_nbits.py (itself checked against ORT sessions in tests/ops/test_nbits_reference.py), on every ISA
-path this CPU runs, in f32, f16 and bf16: bits 2, 4 and 8; blocks whose bytes are fewer than a
-vector (2 bits x 16: 4 bytes) and more (4 bits x 128: 64 bytes); K not a multiple of the block;
-zero points packed, unpacked or absent; a bias; M > 1 over column sub-blocks; 2 threads; k = 0;
-and the bad arguments Python and C refuse."""
+"""pb_matmul_nbits (issue 19) at accuracy_level 0 and 4 against the float64 references of perfbench/
+ops/_nbits.py (reference; reference_int8_a at 4: both checked against ORT sessions in tests/ops/
+test_nbits_reference.py), on every ISA path this CPU runs, in f32, f16 and bf16: bits 2, 4 and 8;
+blocks whose bytes are fewer than a vector (2 bits x 16: 4 bytes) and more (4 bits x 256: 128
+bytes, two AVX-512 int8 units); block counts under, at and past a group of LANES blocks; K not a
+multiple of the block; zero points packed, unpacked or absent; a bias; M > 1 over column
+sub-blocks; 2 threads; k = 0; rounding ties; and the bad arguments Python and C refuse."""
 
 from __future__ import annotations
 
@@ -34,25 +35,55 @@ def _case(rng, dt, m, k, n, bits, bs, zp, bias):
     return a, b, s, z, bi
 
 
+def _ref(acc):
+    return nb.reference_int8_a if acc == 4 else nb.reference
+
+
+@pytest.mark.parametrize("acc", [0, 4])
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
-def test_matches_the_float64_reference_on_every_path(lib, dt):
+def test_matches_the_float64_reference_on_every_path(lib, dt, acc):
     rng = np.random.default_rng(21)
     # (2, 200, 9, 4, 16): 4-bit blocks of 8 bytes (under AVX-512's 16 lanes), 13 blocks (odd: the last
-    # packed zero-point byte half used); (2, 100, 5, 8, 32): an 8-bit K tail
+    # packed zero-point byte half used); (2, 100, 5, 8, 32): an 8-bit K tail; at accuracy 4, groups of
+    # LANES blocks: (3, 1000, ...) 32 blocks (whole groups), (2, 4200, 6, 4, 256) 17 (a group and one
+    # block, each block two 64-byte units), (1, 2048, 3, 8, 128) 16, (1, 600, 4, 2, 16) 38 (a vector
+    # lane per block)
     shapes = [(1, 256, 40, 4, 32), (3, 1000, 17, 4, 32), (2, 300, 9, 2, 16), (1, 512, 33, 8, 64), (2, 512, 20, 4, 128),
               (1, 100, 5, 2, 32), (4, 64, 3, 8, 16), (2, 200, 9, 4, 16), (2, 100, 5, 8, 32)]
+    if acc == 4:
+        shapes += [(2, 4200, 6, 4, 256), (1, 2048, 3, 8, 128), (1, 600, 4, 2, 16)]
     for isa in isas_to_test(lib):
         lib.select_isa(isa)
         for (m, k, n, bits, bs), zp, bias in itertools.product(shapes, ("packed", "float", "none"), (False, True)):
             a, b, s, z, bi = _case(rng, dt, m, k, n, bits, bs, zp, bias)
             y = np.full((m, n), np.nan, a.dtype)
-            matmul_nbits(lib, a, b, s, y, k=k, n=n, bits=bits, block_size=bs, zero_points=z, bias=bi).run()
-            ref = nb.reference(a, b, s, z, bi, k=k, bits=bits, block_size=bs)
+            matmul_nbits(lib, a, b, s, y, k=k, n=n, bits=bits, block_size=bs, zero_points=z, bias=bi,
+                         accuracy_level=acc).run()
+            ref = _ref(acc)(a, b, s, z, bi, k=k, bits=bits, block_size=bs)
             assert _err(y, ref) <= TOL[dt], (isa, m, k, n, bits, bs, zp, bias, _err(y, ref))
     lib.select_isa("auto")
 
 
-def test_two_threads_and_rows_over_column_sub_blocks(lib):
+def test_accuracy_4_rounds_ties_to_even(lib):
+    """Row 0's first block holds 127 (A's int8 scale exactly 1) and x.5 values: rounded half to even
+    (ORT's rule) they match reference_int8_a; rounded half away from zero the reference is far off."""
+    from perfbench.ops.matmul_nbits import plant_ties
+
+    rng = np.random.default_rng(27)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        a, b, s, z, _ = _case(rng, "f32", 2, 96, 7, 4, 32, "packed", False)
+        plant_ties(a, 32)
+        y = np.full((2, 7), np.nan, np.float32)
+        matmul_nbits(lib, a, b, s, y, k=96, n=7, bits=4, block_size=32, zero_points=z, accuracy_level=4).run()
+        assert _err(y, nb.reference_int8_a(a, b, s, z, k=96, bits=4, block_size=32)) <= TOL["f32"], isa
+        away = nb.reference_int8_a(a, b, s, z, k=96, bits=4, block_size=32, half_even=False)
+        assert _err(y, away) > 100 * TOL["f32"], isa
+    lib.select_isa("auto")
+
+
+@pytest.mark.parametrize("acc", [0, 4])
+def test_two_threads_and_rows_over_column_sub_blocks(lib, acc):
     """Past the grain, so both threads work; M = 5 rows each over every column sub-block (the L2 is
     set to 8 KiB: a sub-block of 64 columns of 128 bytes of weights each)."""
     rng = np.random.default_rng(22)
@@ -63,9 +94,10 @@ def test_two_threads_and_rows_over_column_sub_blocks(lib):
             a, b, s, z, bi = _case(rng, "f32", 5, 256, 300, 4, 32, "packed", True)
             y = np.full((5, 300), np.nan, np.float32)
             before = int(lib.lib.pb_pool_multi_regions())
-            matmul_nbits(lib, a, b, s, y, k=256, n=300, bits=4, block_size=32, zero_points=z, bias=bi, threads=2).run()
+            matmul_nbits(lib, a, b, s, y, k=256, n=300, bits=4, block_size=32, zero_points=z, bias=bi, threads=2,
+                         accuracy_level=acc).run()
             assert int(lib.lib.pb_pool_multi_regions()) > before, isa
-            assert _err(y, nb.reference(a, b, s, z, bi, k=256, bits=4, block_size=32)) <= TOL["f32"], isa
+            assert _err(y, _ref(acc)(a, b, s, z, bi, k=256, bits=4, block_size=32)) <= TOL["f32"], isa
     finally:
         lib._set_llc()
         lib.select_isa("auto")
@@ -86,7 +118,7 @@ def test_python_refuses_bad_arguments(lib):
     ok = dict(k=64, n=4, bits=4, block_size=32, zero_points=z, bias=bi)
     for bad, msg in ((dict(bits=3), "bits=3"), (dict(block_size=24), "block_size=24"), (dict(k=65), "a must be"),
                      (dict(n=5), "b must be uint8"), (dict(zero_points=z[:, :0]), "packed zero_points"),
-                     (dict(bias=bi[:3]), "bias must be")):
+                     (dict(bias=bi[:3]), "bias must be"), (dict(accuracy_level=3), "accuracy_level=3")):
         with pytest.raises(UsageError, match=msg):
             matmul_nbits(lib, a, b, s, y, **{**ok, **bad})
     with pytest.raises(UsageError, match="y must be"):
@@ -100,7 +132,7 @@ def test_c_refuses_what_python_would(lib):
     a, b, s, z, bi = _case(rng, "f32", 2, 64, 4, 4, 32, "packed", False)
     y = np.zeros((2, 4), np.float32)
     for field, value, msg in (("bits", 3, "bits=3"), ("block_size", 48, "block_size=48"), ("zp_packed", 2, "zp_packed=2"),
-                              ("m", -1, "must be >= 0")):
+                              ("m", -1, "must be >= 0"), ("accuracy_level", 2, "accuracy_level=2")):
         call = matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z)
         setattr(call.args, field, value)
         with pytest.raises(NativeError, match=msg):
@@ -141,7 +173,8 @@ def _garbage_padding(rng, b, z, k, bits, bs):
     return b, nb.pack_bits(zq, bits)
 
 
-def test_padding_bits_are_ignored(lib):
+@pytest.mark.parametrize("acc", [0, 4])
+def test_padding_bits_are_ignored(lib, acc):
     rng = np.random.default_rng(26)
     for isa in isas_to_test(lib):
         lib.select_isa(isa)
@@ -149,6 +182,6 @@ def test_padding_bits_are_ignored(lib):
             a, b, s, z, _ = _case(rng, "f32", m, k, n, bits, bs, "packed", False)
             b, z = _garbage_padding(rng, b, z, k, bits, bs)
             y = np.full((m, n), np.nan, np.float32)
-            matmul_nbits(lib, a, b, s, y, k=k, n=n, bits=bits, block_size=bs, zero_points=z).run()
-            assert _err(y, nb.reference(a, b, s, z, k=k, bits=bits, block_size=bs)) <= TOL["f32"], (isa, bits, bs)
+            matmul_nbits(lib, a, b, s, y, k=k, n=n, bits=bits, block_size=bs, zero_points=z, accuracy_level=acc).run()
+            assert _err(y, _ref(acc)(a, b, s, z, k=k, bits=bits, block_size=bs)) <= TOL["f32"], (isa, bits, bs)
     lib.select_isa("auto")

@@ -112,6 +112,7 @@ def test_which_bits_and_blocks_ort_runs_as_int8_at_accuracy_4(bits, bs):
     y = _ort(a, b, s, zp, None, k=k, n=n, bits=bits, block_size=bs, accuracy=4)
     want = (nb.reference_int8_a if INT8_PATH[(bits, bs)] else nb.reference)(a, b, s, zp, k=k, bits=bits, block_size=bs)
     assert _err(y, want) <= 2e-5
+    assert nb.ort_runs_int8(bits, bs, "packed", True) == INT8_PATH[(bits, bs)]  # the op's statement of it
 
 
 def test_padding_bits_are_ignored():

@@ -1,5 +1,6 @@
-/* AVX-512 path (compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma
- * -mf16c). bf16 peak uses the native dot-product instruction vdpbf16ps. */
+/* AVX-512 path (compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
+ * -mavx512vnni -mfma -mf16c). bf16 peak uses the native dot-product instruction vdpbf16ps;
+ * MatMulNBits' int8 path vpdpbusd (every CPU with AVX512-BF16 so far also has AVX512-VNNI). */
 #include "../internal.h"
 #include "../vec/avx512.h"
 #define PB_ISA avx512

@@ -1,10 +1,13 @@
-/* com.microsoft MatMulNBits, accuracy_level 0 (f32 products): validate, lay each row of A out as
- * the microkernel reads it (kernels/nbits.inc.c), run column blocks over the pool.
+/* com.microsoft MatMulNBits: validate, lay each row of A out as the microkernel reads it
+ * (kernels/nbits.inc.c), run column blocks over the pool.
  *
- * Each row of A becomes f32 x in the weight's field order (per block, per chunk of PB_LANES bytes,
+ * accuracy_level 0: each row of A becomes f32 x in the weight's field order (per block, per chunk of PB_LANES bytes,
  * per bit field: the k values of that field, zero past k and past a short block's bytes). Work items are blocks of columns; an item runs every row over its columns in
  * sub-blocks whose weight bytes fit half the L2, so that for M > 1 the rows after the first read
- * them from the L2 rather than memory (reasoned from the sizes; not measured). */
+ * them from the L2 rather than memory (reasoned from the sizes; not measured).
+ * accuracy_level 4: each row of A is quantized per block to int8 (nb_quantize_rows) and laid out per
+ * unit of 4 x LANES weight bytes, with its lane vectors of sums and scales; same work items. */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -13,8 +16,9 @@
 typedef struct {
     const pb_matmul_nbits_args *a;
     pb_matmul_nbits_ukernel uk;
+    pb_matmul_nbits_i8_ukernel uk8; /* accuracy 4: rows at xp as nb_quantize_rows lays them out */
     const float *xp;
-    int64_t kb, xrow, chunk, sub, es;
+    int64_t kb, xrow, chunk, sub, es, lanes8, xq_off; /* accuracy 4: floats of each per-block array, xq's offset */
     int zp_mode;
 } nb_ctx;
 
@@ -25,9 +29,16 @@ static void nb_range(void *ctx, int64_t t0, int64_t t1) {
         const int64_t c0 = t * c->chunk, c1 = c0 + c->chunk < a->n ? c0 + c->chunk : a->n;
         for (int64_t s0 = c0; s0 < c1; s0 += c->sub) {
             const int64_t s1 = s0 + c->sub < c1 ? s0 + c->sub : c1;
-            for (int64_t i = 0; i < a->m; i++)
-                c->uk(c->xp + i * c->xrow, a->b, a->scales, a->zero_points, c->zp_mode, a->bias,
-                      a->bits, a->block_size, c->kb, s0, s1, (char *)a->y + i * a->n * c->es);
+            for (int64_t i = 0; i < a->m; i++) {
+                const float *row = c->xp + i * c->xrow;
+                char *y = (char *)a->y + i * a->n * c->es;
+                if (c->uk8 != NULL)
+                    c->uk8((const int8_t *)(row + c->xq_off), row, row + c->lanes8, a->b, a->scales, a->zero_points,
+                           c->zp_mode, a->bias, a->bits, a->block_size, c->kb, s0, s1, y);
+                else
+                    c->uk(row, a->b, a->scales, a->zero_points, c->zp_mode, a->bias, a->bits, a->block_size, c->kb,
+                          s0, s1, y);
+            }
         }
     }
 }
@@ -36,6 +47,38 @@ static float nb_to_f32(int32_t dtype, const void *p, int64_t i) {
     if (dtype == PB_DTYPE_F16) return pb_f16_to_f32(((const uint16_t *)p)[i]);
     if (dtype == PB_DTYPE_BF16) return pb_bf16_to_f32(((const uint16_t *)p)[i]);
     return ((const float *)p)[i];
+}
+
+/* accuracy 4: row i of A (K values of dtype) quantized per block as ORT's x86 int8 path does it
+ * (ops/_nbits.py quantize_a_int8: f32 max |a| over the block's real values, scale max / 127,
+ * q = a x (127 / max) rounded half to even, saturated), laid out at `row` (floats): the blocks'
+ * int8 sums [0, nbp), their scales [nbp, 2 nbp) (zero past kb), then from xq_off the int8 units
+ * (kernels/nbits.inc.c). */
+static void nb_quantize_row(const pb_matmul_nbits_args *a, int64_t i, int64_t kb, int64_t nbp, int64_t xq_off,
+                            int64_t xq_bytes, int64_t lanes, float *row) {
+    const int64_t bs = a->block_size, per = 8 / a->bits, U = 4 * lanes;
+    int8_t *xq = (int8_t *)(row + xq_off);
+    float *sum = row, *sv = row + nbp;
+    memset(row, 0, (size_t)(2 * nbp) * sizeof(float));
+    memset(xq, 0, (size_t)xq_bytes);
+    for (int64_t blk = 0; blk < kb; blk++) {
+        const int64_t p0 = blk * bs, p1 = p0 + bs < a->k ? p0 + bs : a->k;
+        float mx = 0.0f, qs = 0.0f;
+        for (int64_t p = p0; p < p1; p++) {
+            const float v = fabsf(nb_to_f32(a->dtype, a->a, i * a->k + p));
+            mx = v > mx ? v : mx;
+        }
+        const float inv = mx != 0.0f ? 127.0f / mx : 0.0f;
+        for (int64_t p = p0; p < p1; p++) {
+            float q = nearbyintf(nb_to_f32(a->dtype, a->a, i * a->k + p) * inv); /* the default mode: half to even */
+            q = q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q == q ? q : 0.0f;
+            const int64_t g = p / per, f = p % per;
+            xq[(g / U * per + f) * U + g % U] = (int8_t)q;
+            qs += q; /* exact: |sum| <= 128 x block_size < 2^24 */
+        }
+        sum[blk] = qs;
+        sv[blk] = mx / 127.0f;
+    }
 }
 
 int pb_matmul_nbits(const void *args) {
@@ -48,6 +91,9 @@ int pb_matmul_nbits(const void *args) {
     if (a->block_size < 16 || (a->block_size & (a->block_size - 1)) != 0 || a->block_size > (1 << 20))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: block_size=%d, expected a power of two from 16 to 2^20",
                        (int)a->block_size);
+    if (a->accuracy_level != 0 && a->accuracy_level != 4)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: accuracy_level=%d, expected 0 (f32 products) or 4 (int8 activations)",
+                       (int)a->accuracy_level);
     if (a->zp_packed != 0 && a->zp_packed != 1)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: zp_packed=%d, expected 0 or 1", (int)a->zp_packed);
     if (a->m < 0 || a->n < 0 || a->k < 0)
@@ -85,21 +131,37 @@ int pb_matmul_nbits(const void *args) {
         (a->zero_points && pb_overlap(a->y, (size_t)ybytes, a->zero_points, zbytes)) ||
         (a->bias && pb_overlap(a->y, (size_t)ybytes, a->bias, (size_t)(a->n * es))))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: y overlaps an input");
-    float *xp = (float *)pb_scratch_slot(1, (size_t)(a->m * xrow) * sizeof(float));
-    if (xp == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory for the rows of A laid out");
-    memset(xp, 0, (size_t)(a->m * xrow) * sizeof(float));
-    for (int64_t i = 0; i < a->m; i++)
-        for (int64_t blk = 0; blk < kb; blk++)
-            for (int64_t c = 0; c < bb / cl; c++)
-                for (int64_t f = 0; f < per; f++)
-                    for (int64_t l = 0; l < cl; l++) {
-                        const int64_t p = blk * bs + (c * cl + l) * per + f;
-                        if (p >= a->k) continue;
-                        const float v = nb_to_f32(a->dtype, a->a, i * a->k + p);
-                        xp[i * xrow + blk * xblk + (c * per + f) * isa_lanes + l] = v;
-                    }
-    nb_ctx c = {a, isa->matmul_nbits_cols[pb_dtype_index(a->dtype)], xp, kb, xrow, 0, 0, es,
+    nb_ctx c = {a, isa->matmul_nbits_cols[pb_dtype_index(a->dtype)], NULL, NULL, kb, xrow, 0, 0, es, 0, 0,
                 a->zero_points == NULL ? 0 : a->zp_packed ? 1 : 2};
+    if (a->accuracy_level == 4) { /* per row: block sums and scales (kb rounded up to lanes), then the int8 units */
+        const int64_t U = 4 * isa_lanes, units = (kb * bb + U - 1) / U, xq_bytes = units * per * U;
+        c.uk8 = isa->matmul_nbits_i8_cols[pb_dtype_index(a->dtype)];
+        c.lanes8 = (kb + isa_lanes - 1) / isa_lanes * isa_lanes;
+        c.xq_off = 2 * c.lanes8;
+        c.xrow = (c.xq_off + xq_bytes / 4 + 15) / 16 * 16; /* whole cache lines a row */
+        if (!pb_mul_ok(a->m, c.xrow, &t) || t > PB_SIZE_LIMIT / 4)
+            return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: sizes overflow");
+        float *xq = (float *)pb_scratch_slot(1, (size_t)(a->m * c.xrow) * sizeof(float));
+        if (xq == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory for the rows of A quantized");
+        for (int64_t i = 0; i < a->m; i++)
+            nb_quantize_row(a, i, kb, c.lanes8, c.xq_off, xq_bytes, isa_lanes, xq + i * c.xrow);
+        c.xp = xq;
+    } else {
+        float *xp = (float *)pb_scratch_slot(1, (size_t)(a->m * xrow) * sizeof(float));
+        if (xp == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory for the rows of A laid out");
+        memset(xp, 0, (size_t)(a->m * xrow) * sizeof(float));
+        for (int64_t i = 0; i < a->m; i++)
+            for (int64_t blk = 0; blk < kb; blk++)
+                for (int64_t ch = 0; ch < bb / cl; ch++)
+                    for (int64_t f = 0; f < per; f++)
+                        for (int64_t l = 0; l < cl; l++) {
+                            const int64_t p = blk * bs + (ch * cl + l) * per + f;
+                            if (p >= a->k) continue;
+                            const float v = nb_to_f32(a->dtype, a->a, i * a->k + p);
+                            xp[i * xrow + blk * xblk + (ch * per + f) * isa_lanes + l] = v;
+                        }
+        c.xp = xp;
+    }
     int64_t work;
     if (!pb_mul_ok(a->m * a->n, a->k, &work)) work = INT64_MAX; /* m * n checked above */
     const int32_t threads = pb_threads_for(a->exec.num_threads, work, PB_GRAIN_GEMV);

@@ -2,6 +2,7 @@
  * integer shifts (load) and round-to-nearest-even integer arithmetic (store). */
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #define PB_LANES 8
 typedef __m256 vf;
@@ -42,6 +43,49 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
     __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
     v = _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(mask));
     return _mm256_cvtepi32_ps(v);
+}
+/* int8 dot products (MatMulNBits accuracy 4), as in vec/avx512.h: a vi is PB_LANES int32 lanes or
+ * 4 * PB_LANES bytes. Without VNNI, vpmaddubsw (u8 x s8 pairs into saturating int16) then vpmaddwd
+ * by ones; exact while u <= 127 (a pair sums to at most 2 x 127 x 128 = 32512). vi_dot_u8 takes
+ * any u8: u = lo + 16 hi, each nibble through that pair of instructions. */
+typedef __m256i vi;
+static inline vi vi_zero(void) { return _mm256_setzero_si256(); }
+static inline vi vi_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline vi vi_u8_field(vi v, int shift, int mask) {
+    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
+}
+static inline vi vi_dot(vi acc, vi u, vi s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+static inline vi vi_dot_u8(vi acc, vi u, vi s) {
+    const vi lo = _mm256_and_si256(u, _mm256_set1_epi8(0x0f)), hi = vi_u8_field(u, 4, 0x0f);
+    return _mm256_add_epi32(vi_dot(acc, lo, s), _mm256_slli_epi32(vi_dot(vi_zero(), hi, s), 4));
+}
+static inline vf vi_to_vf(vi a) { return _mm256_cvtepi32_ps(a); }
+/* lanes 0..3: a's adjacent pairs summed (a0+a1, a2+a3, ...), lanes 4..7: b's */
+static inline vi vi_pair_sums(vi a, vi b) { return _mm256_permute4x64_epi64(_mm256_hadd_epi32(a, b), 0xD8); }
+/* lane i = field i of the bits-wide fields packed lowest first from p (8 lanes: bits bytes read) */
+static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
+    uint64_t w = 0;
+    memcpy(&w, p, (size_t)bits);
+    const __m256i bit = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(bits));
+    const __m256i bytes = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)w));
+    const __m256i v = _mm256_srlv_epi32(_mm256_permutevar8x32_epi32(bytes, _mm256_srli_epi32(bit, 3)),
+                                        _mm256_and_si256(bit, _mm256_set1_epi32(7)));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32((1 << bits) - 1)));
+}
+/* lane l = p[l >> shift] (shift 0..3), reading only p[0 .. n) (n <= 8; lanes past it 0) */
+static inline vf vf_lane_groups(const float *p, int n, int shift) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i idx = _mm256_srlv_epi32(lane, _mm256_set1_epi32(shift));
+    const vf v = _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane));
+    return _mm256_permutevar8x32_ps(v, idx);
+}
+/* lane l = (w >> (bits * (l >> shift))) & mask, as f32 */
+static inline vf vf_lane_fields(uint32_t w, int bits, int shift, int mask) {
+    const __m256i idx = _mm256_srlv_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(shift));
+    const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_mullo_epi32(idx, _mm256_set1_epi32(bits)));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(mask)));
 }
 static inline vf vf_load_f32(const float *p) { return _mm256_loadu_ps(p); }
 static inline void vf_store_f32(float *p, vf a) { _mm256_storeu_ps(p, a); }

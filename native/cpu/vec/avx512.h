@@ -1,4 +1,4 @@
-/* AVX-512 (F, BW, VL, DQ) + AVX512-BF16 + F16C: 16 f32 lanes. float16 converts in registers
+/* AVX-512 (F, BW, VL, DQ) + AVX512-BF16 + AVX512-VNNI + F16C: 16 f32 lanes. float16 converts in registers
  * (vcvtph2ps / vcvtps2ph), bfloat16 loads by shift and stores by integer round to nearest even;
  * AVX512-BF16 (vdpbf16ps) is used by the bf16 peak probe. */
 #include <immintrin.h>
@@ -32,6 +32,48 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
     __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
     v = _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(mask));
     return _mm512_cvtepi32_ps(v);
+}
+/* int8 dot products (MatMulNBits accuracy 4): a vi is PB_LANES int32 lanes, or the 4 * PB_LANES
+ * bytes they are made of; vi_dot adds to lane l the four products of bytes 4l..4l+3, u unsigned
+ * and s signed (AVX512-VNNI vpdpbusd: exact, no saturation, for any u8) */
+typedef __m512i vi;
+static inline vi vi_zero(void) { return _mm512_setzero_si512(); }
+static inline vi vi_load(const void *p) { return _mm512_loadu_si512(p); }
+/* each byte (b >> shift) & mask (16-bit shifts: the mask drops the bits shifted in from the next byte) */
+static inline vi vi_u8_field(vi v, int shift, int mask) {
+    return _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi8((char)mask));
+}
+static inline vi vi_dot(vi acc, vi u, vi s) { return _mm512_dpbusd_epi32(acc, u, s); }
+static inline vi vi_dot_u8(vi acc, vi u, vi s) { return _mm512_dpbusd_epi32(acc, u, s); }
+static inline vf vi_to_vf(vi a) { return _mm512_cvtepi32_ps(a); }
+/* lanes 0..7: a's adjacent pairs summed (a0+a1, a2+a3, ...), lanes 8..15: b's */
+static inline vi vi_pair_sums(vi a, vi b) {
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, ev, b), _mm512_permutex2var_epi32(a, od, b));
+}
+/* lane i = field i of the bits-wide fields packed lowest first from p (16 lanes: 16 x bits / 8
+ * bytes read) */
+static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
+    const __m512i i = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i bit = _mm512_mullo_epi32(i, _mm512_set1_epi32(bits));
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8((__mmask16)((1u << (2 * bits)) - 1), p));
+    const __m512i v = _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_srli_epi32(bit, 3), bytes),
+                                        _mm512_and_si512(bit, _mm512_set1_epi32(7)));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32((1 << bits) - 1)));
+}
+/* lane l = p[l >> shift] (shift 0..4), reading only p[0 .. n) (n <= 16; lanes past it 0) */
+static inline vf vf_lane_groups(const float *p, int n, int shift) {
+    const __m512i idx = _mm512_srlv_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(shift));
+    return _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p));
+}
+/* lane l = (w >> (bits * (l >> shift))) & mask, as f32 */
+static inline vf vf_lane_fields(uint32_t w, int bits, int shift, int mask) {
+    const __m512i idx = _mm512_srlv_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(shift));
+    const __m512i v = _mm512_srlv_epi32(_mm512_set1_epi32((int)w), _mm512_mullo_epi32(idx, _mm512_set1_epi32(bits)));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(mask)));
 }
 static inline vf vf_load_f32(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vf_store_f32(float *p, vf a) { _mm512_storeu_ps(p, a); }
@@ -75,6 +117,7 @@ static inline int pb_isa_avx512_supported(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("f16c") &&
+           __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("f16c") &&
            __builtin_cpu_supports("fma");
 }

@@ -57,6 +57,45 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
     PB_VLOOP(i) r.v[i] = (float)((p[i] >> shift) & mask);
     return r;
 }
+/* int8 dot products (MatMulNBits accuracy 4), as in vec/avx512.h: PB_LANES int32 lanes, or the
+ * 4 * PB_LANES bytes at the same place */
+typedef union { int32_t v[PB_LANES]; uint8_t b[4 * PB_LANES]; } vi;
+static inline vi vi_zero(void) { vi r; PB_VLOOP(i) r.v[i] = 0; return r; }
+static inline vi vi_load(const void *p) { vi r; memcpy(r.b, p, sizeof r.b); return r; }
+static inline vi vi_u8_field(vi v, int shift, int mask) {
+    for (int i = 0; i < 4 * PB_LANES; i++) v.b[i] = (uint8_t)((v.b[i] >> shift) & mask);
+    return v;
+}
+static inline vi vi_dot(vi acc, vi u, vi s) {
+    PB_VLOOP(i) for (int j = 4 * i; j < 4 * i + 4; j++) acc.v[i] += (int32_t)u.b[j] * (int32_t)(int8_t)s.b[j];
+    return acc;
+}
+static inline vi vi_dot_u8(vi acc, vi u, vi s) { return vi_dot(acc, u, s); }
+static inline vf vi_to_vf(vi a) { vf r; PB_VLOOP(i) r.v[i] = (float)a.v[i]; return r; }
+static inline vi vi_pair_sums(vi a, vi b) {
+    vi r;
+    for (int i = 0; i < PB_LANES / 2; i++) {
+        r.v[i] = a.v[2 * i] + a.v[2 * i + 1];
+        r.v[PB_LANES / 2 + i] = b.v[2 * i] + b.v[2 * i + 1];
+    }
+    return r;
+}
+static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
+    vf r;
+    PB_VLOOP(i) r.v[i] = (float)((p[i * bits / 8] >> (i * bits % 8)) & ((1 << bits) - 1));
+    return r;
+}
+/* lane l = p[l >> shift], reading only p[0 .. n) (lanes past it 0) */
+static inline vf vf_lane_groups(const float *p, int n, int shift) {
+    vf r;
+    PB_VLOOP(i) r.v[i] = (i >> shift) < n ? p[i >> shift] : 0.0f;
+    return r;
+}
+static inline vf vf_lane_fields(uint32_t w, int bits, int shift, int mask) {
+    vf r;
+    PB_VLOOP(i) r.v[i] = (float)((w >> (bits * (i >> shift))) & (uint32_t)mask);
+    return r;
+}
 static inline vf vf_load_f32(const float *p) { vf r; memcpy(r.v, p, sizeof r.v); return r; }
 static inline void vf_store_f32(float *p, vf a) { memcpy(p, a.v, sizeof a.v); }
 
