@@ -32,6 +32,9 @@ def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray,
         raise UsageError(f"{name}: bits={bits!r}, expected 2, 4 or 8 (what ORT 1.31.1 runs)")
     if check_int(name, "block_size", block_size, 16) & (block_size - 1):
         raise UsageError(f"{name}: block_size={block_size!r}, expected a power of two >= 16")
+    if accuracy_level == 4 and block_size > 256:
+        raise UsageError(f"{name}: block_size={block_size} at accuracy_level 4, expected at most 256 (ORT's largest; "
+                         "a block's int32 sum must stay exact)")
     check_int(name, "k", k, 0)
     check_int(name, "n", n, 0)
     for label, arr in (("a", a), ("b", b), ("scales", scales)):

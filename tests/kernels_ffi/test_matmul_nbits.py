@@ -64,6 +64,18 @@ def test_matches_the_float64_reference_on_every_path(lib, dt, acc):
     lib.select_isa("auto")
 
 
+def test_accuracy_4_a_nan_in_a_makes_its_row_nan(lib):
+    rng = np.random.default_rng(28)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        a, b, s, z, _ = _case(rng, "f32", 2, 96, 5, 4, 32, "packed", False)
+        a[1, 40] = np.nan
+        y = np.zeros((2, 5), np.float32)
+        matmul_nbits(lib, a, b, s, y, k=96, n=5, bits=4, block_size=32, zero_points=z, accuracy_level=4).run()
+        assert np.isnan(y[1]).all() and np.isfinite(y[0]).all(), isa
+    lib.select_isa("auto")
+
+
 def test_accuracy_4_rounds_ties_to_even(lib):
     """Row 0's first block holds 127 (A's int8 scale exactly 1) and x.5 values: rounded half to even
     (ORT's rule) they match reference_int8_a; rounded half away from zero the reference is far off."""
@@ -118,7 +130,8 @@ def test_python_refuses_bad_arguments(lib):
     ok = dict(k=64, n=4, bits=4, block_size=32, zero_points=z, bias=bi)
     for bad, msg in ((dict(bits=3), "bits=3"), (dict(block_size=24), "block_size=24"), (dict(k=65), "a must be"),
                      (dict(n=5), "b must be uint8"), (dict(zero_points=z[:, :0]), "packed zero_points"),
-                     (dict(bias=bi[:3]), "bias must be"), (dict(accuracy_level=3), "accuracy_level=3")):
+                     (dict(bias=bi[:3]), "bias must be"), (dict(accuracy_level=3), "accuracy_level=3"),
+                     (dict(k=512, block_size=512, accuracy_level=4), "at most 256")):
         with pytest.raises(UsageError, match=msg):
             matmul_nbits(lib, a, b, s, y, **{**ok, **bad})
     with pytest.raises(UsageError, match="y must be"):
@@ -137,6 +150,10 @@ def test_c_refuses_what_python_would(lib):
         setattr(call.args, field, value)
         with pytest.raises(NativeError, match=msg):
             call.run()
+    call = matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z, accuracy_level=4)
+    call.args.block_size = 512  # with k = 64: one block (int32 sums of 2^17-value blocks would overflow)
+    with pytest.raises(NativeError, match="at most 256"):
+        call.run()
     call = matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z)
     call.args.y = call.args.a  # Y over A
     with pytest.raises(NativeError, match="overlaps"):

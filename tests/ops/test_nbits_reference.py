@@ -130,3 +130,16 @@ def test_padding_bits_are_ignored():
     assert _err(y0, nb.reference(a, b, s, zp, k=k, bits=4, block_size=bs)) <= 2e-5
     y4 = _ort(a, b, s, zp, None, k=k, n=n, bits=4, block_size=bs, accuracy=4)
     assert _err(y4, nb.reference_int8_a(a, b, s, zp, k=k, bits=4, block_size=bs)) <= 2e-5
+
+
+def test_the_int8_rule_is_in_the_numerics_definition():
+    from perfbench.ops.base import Op, get
+
+    op = get("MatMulNBits")
+    h = op.numerics_definition()
+    assert h != Op.numerics_definition(op)
+    op.INT8_REFERENCE = op.INT8_REFERENCE + " changed"
+    try:
+        assert op.numerics_definition() != h
+    finally:
+        del op.INT8_REFERENCE

@@ -66,7 +66,7 @@ static void nb_quantize_row(const pb_matmul_nbits_args *a, int64_t i, int64_t kb
         float mx = 0.0f, qs = 0.0f;
         for (int64_t p = p0; p < p1; p++) {
             const float v = fabsf(nb_to_f32(a->dtype, a->a, i * a->k + p));
-            mx = v > mx ? v : mx;
+            mx = v > mx || v != v ? v : mx; /* a NaN sticks: the block's scale is NaN, so Y is (as in the reference) */
         }
         const float inv = mx != 0.0f ? 127.0f / mx : 0.0f;
         for (int64_t p = p0; p < p1; p++) {
@@ -74,7 +74,7 @@ static void nb_quantize_row(const pb_matmul_nbits_args *a, int64_t i, int64_t kb
             q = q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q == q ? q : 0.0f;
             const int64_t g = p / per, f = p % per;
             xq[(g / U * per + f) * U + g % U] = (int8_t)q;
-            qs += q; /* exact: |sum| <= 128 x block_size < 2^24 */
+            qs += q; /* exact: |sum| <= 128 x 256 */
         }
         sum[blk] = qs;
         sv[blk] = mx / 127.0f;
@@ -94,6 +94,9 @@ int pb_matmul_nbits(const void *args) {
     if (a->accuracy_level != 0 && a->accuracy_level != 4)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: accuracy_level=%d, expected 0 (f32 products) or 4 (int8 activations)",
                        (int)a->accuracy_level);
+    if (a->accuracy_level == 4 && a->block_size > 256) /* int32 sums: 8 bits x 256 x 128 x 255 < 2^24, exact in f32 */
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: block_size=%d at accuracy_level 4, expected at most 256 "
+                       "(ORT's largest; a block's int32 sum must stay exact)", (int)a->block_size);
     if (a->zp_packed != 0 && a->zp_packed != 1)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: zp_packed=%d, expected 0 or 1", (int)a->zp_packed);
     if (a->m < 0 || a->n < 0 || a->k < 0)

@@ -74,19 +74,6 @@ static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
                                         _mm256_and_si256(bit, _mm256_set1_epi32(7)));
     return _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32((1 << bits) - 1)));
 }
-/* lane l = p[l >> shift] (shift 0..3), reading only p[0 .. n) (n <= 8; lanes past it 0) */
-static inline vf vf_lane_groups(const float *p, int n, int shift) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i idx = _mm256_srlv_epi32(lane, _mm256_set1_epi32(shift));
-    const vf v = _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane));
-    return _mm256_permutevar8x32_ps(v, idx);
-}
-/* lane l = (w >> (bits * (l >> shift))) & mask, as f32 */
-static inline vf vf_lane_fields(uint32_t w, int bits, int shift, int mask) {
-    const __m256i idx = _mm256_srlv_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(shift));
-    const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_mullo_epi32(idx, _mm256_set1_epi32(bits)));
-    return _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(mask)));
-}
 static inline vf vf_load_f32(const float *p) { return _mm256_loadu_ps(p); }
 static inline void vf_store_f32(float *p, vf a) { _mm256_storeu_ps(p, a); }
 

@@ -62,19 +62,6 @@ static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
                                         _mm512_and_si512(bit, _mm512_set1_epi32(7)));
     return _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32((1 << bits) - 1)));
 }
-/* lane l = p[l >> shift] (shift 0..4), reading only p[0 .. n) (n <= 16; lanes past it 0) */
-static inline vf vf_lane_groups(const float *p, int n, int shift) {
-    const __m512i idx = _mm512_srlv_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32(shift));
-    return _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p));
-}
-/* lane l = (w >> (bits * (l >> shift))) & mask, as f32 */
-static inline vf vf_lane_fields(uint32_t w, int bits, int shift, int mask) {
-    const __m512i idx = _mm512_srlv_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32(shift));
-    const __m512i v = _mm512_srlv_epi32(_mm512_set1_epi32((int)w), _mm512_mullo_epi32(idx, _mm512_set1_epi32(bits)));
-    return _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(mask)));
-}
 static inline vf vf_load_f32(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vf_store_f32(float *p, vf a) { _mm512_storeu_ps(p, a); }
 

@@ -85,17 +85,6 @@ static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
     PB_VLOOP(i) r.v[i] = (float)((p[i * bits / 8] >> (i * bits % 8)) & ((1 << bits) - 1));
     return r;
 }
-/* lane l = p[l >> shift], reading only p[0 .. n) (lanes past it 0) */
-static inline vf vf_lane_groups(const float *p, int n, int shift) {
-    vf r;
-    PB_VLOOP(i) r.v[i] = (i >> shift) < n ? p[i >> shift] : 0.0f;
-    return r;
-}
-static inline vf vf_lane_fields(uint32_t w, int bits, int shift, int mask) {
-    vf r;
-    PB_VLOOP(i) r.v[i] = (float)((w >> (bits * (i >> shift))) & (uint32_t)mask);
-    return r;
-}
 static inline vf vf_load_f32(const float *p) { vf r; memcpy(r.v, p, sizeof r.v); return r; }
 static inline void vf_store_f32(float *p, vf a) { memcpy(p, a.v, sizeof a.v); }
 
