@@ -29,16 +29,14 @@ static void nb_range(void *ctx, int64_t t0, int64_t t1) {
         const int64_t c0 = t * c->chunk, c1 = c0 + c->chunk < a->n ? c0 + c->chunk : a->n;
         for (int64_t s0 = c0; s0 < c1; s0 += c->sub) {
             const int64_t s1 = s0 + c->sub < c1 ? s0 + c->sub : c1;
-            for (int64_t i = 0; i < a->m; i++) {
-                const float *row = c->xp + i * c->xrow;
-                char *y = (char *)a->y + i * a->n * c->es;
-                if (c->uk8 != NULL)
-                    c->uk8((const int8_t *)(row + c->xq_off), row, row + c->lanes8, a->b, a->scales, a->zero_points,
-                           c->zp_mode, a->bias, a->bits, a->block_size, c->kb, s0, s1, y);
-                else
-                    c->uk(row, a->b, a->scales, a->zero_points, c->zp_mode, a->bias, a->bits, a->block_size, c->kb,
-                          s0, s1, y);
+            if (c->uk8 != NULL) { /* all rows at once: the kernel runs them in tiles of rows */
+                c->uk8(c->xp, c->xrow, a->m, c->lanes8, c->xq_off, a->b, a->scales, a->zero_points, c->zp_mode,
+                       a->bias, a->bits, a->block_size, c->kb, s0, s1, a->y, a->n);
+                continue;
             }
+            for (int64_t i = 0; i < a->m; i++)
+                c->uk(c->xp + i * c->xrow, a->b, a->scales, a->zero_points, c->zp_mode, a->bias, a->bits, a->block_size,
+                      c->kb, s0, s1, (char *)a->y + i * a->n * c->es);
         }
     }
 }

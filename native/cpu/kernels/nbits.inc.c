@@ -98,108 +98,154 @@ static void PB_UK(PB_DT, matmul_nbits_cols)(const float *xp, const uint8_t *b, c
 #define PB_NB_PF 2048
 #endif
 #define PB_NB_PREFETCH(p) __builtin_prefetch((const char *)(p) + PB_NB_PF, 0, 0)
-/* One group of LANES blocks (FULL: all of them in the column) of NC columns at j: adds to acc. */
+/* One group of LANES blocks of R rows x NC columns (row r, column c at slot r x NC + c): adds to
+ * acc[slot]. A unit's weight bytes are loaded and each field masked out once for the R rows. */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_group)(
-    const int BITS, const int NC, const int VG, const int FULL, const int8_t *xq, const float *asum,
-    const float *ascale, const uint8_t *b, const T *sc, const void *zpv, int zp_mode, int64_t bs, int64_t kb,
+    const int BITS, const int R, const int NC, const int VG, const float *rows, int64_t xrow,
+    int64_t nbp, int64_t xq_off, const uint8_t *b, const T *sc, const void *zpv, int zp_mode, int64_t bs, int64_t kb,
     int64_t j, int64_t g0, vf *acc) {
     const int per = 8 / BITS, mask = (1 << BITS) - 1;
     const int64_t U = 4 * PB_LANES, bb = bs * BITS / 8, cb = kb * bb; /* bytes per block, per column */
     const int64_t upv = VG < PB_LANES || bb <= U ? 1 : bb / U;       /* units per vector */
     const int64_t zpb = (kb * BITS + 7) / 8;
-    const int64_t ng = FULL ? PB_LANES : kb - g0, ub0 = g0 * bb; /* the group's first byte */
-    vi lvl[2][5];
+    const int64_t ub0 = g0 * bb; /* the group's first byte */
+    vi lvl[4][5];
 #pragma GCC unroll 16
     for (int v = 0; v < VG; v++) {
-        vi I[2] = {vi_zero(), vi_zero()};
+        vi I[4] = {vi_zero(), vi_zero(), vi_zero(), vi_zero()};
         for (int64_t uu = 0; uu < upv; uu++) {
             const int64_t ub = ub0 + ((int64_t)v * upv + uu) * U; /* the unit's first byte in the column */
-            if (!FULL && ub >= cb) break;
             vi w[2];
             for (int c = 0; c < NC; c++) {
                 const uint8_t *src = b + (j + c) * cb + ub;
-                if (!FULL && ub + U > cb) { /* the column's last unit: a zero-padded copy */
-                    uint8_t wt[4 * PB_LANES] = {0};
-                    memcpy(wt, src, (size_t)(cb - ub));
-                    w[c] = vi_load(wt);
-                } else {
-                    w[c] = vi_load(src);
-                    PB_NB_PREFETCH(src);
-                }
+                w[c] = vi_load(src);
+                PB_NB_PREFETCH(src);
             }
-            const int8_t *xu = xq + (g0 * bb / U + (int64_t)v * upv + uu) * per * U;
+            const int64_t xu = xq_off * 4 + (g0 * bb / U + (int64_t)v * upv + uu) * per * U; /* bytes from a row */
 #pragma GCC unroll 4
             for (int f = 0; f < per; f++) {
-                const vi xv = vi_load(xu + f * U);
-                for (int c = 0; c < NC; c++)
-                    I[c] = BITS == 8 ? vi_dot_u8(I[c], w[c], xv) : vi_dot(I[c], vi_u8_field(w[c], BITS * f, mask), xv);
+                vi q[2];
+                for (int c = 0; c < NC; c++) q[c] = BITS == 8 ? w[c] : vi_u8_field(w[c], BITS * f, mask);
+                for (int r = 0; r < R; r++) {
+                    const vi xv = vi_load((const int8_t *)(rows + r * xrow) + xu + f * U);
+                    for (int c = 0; c < NC; c++)
+                        I[r * NC + c] = BITS == 8 ? vi_dot_u8(I[r * NC + c], q[c], xv) : vi_dot(I[r * NC + c], q[c], xv);
+                }
             }
         }
-        for (int c = 0; c < NC; c++) { /* binary-counter merge: lvl[l] holds 2^l vectors' pair sums */
-            vi cur = I[c];
+        for (int sl = 0; sl < R * NC; sl++) { /* binary-counter merge: lvl[l] holds 2^l vectors' pair sums */
+            vi cur = I[sl];
             int l = 0;
-            for (int idx = v; idx & 1; idx >>= 1, l++) cur = vi_pair_sums(lvl[c][l], cur);
-            lvl[c][l] = cur;
+            for (int idx = v; idx & 1; idx >>= 1, l++) cur = vi_pair_sums(lvl[sl][l], cur);
+            lvl[sl][l] = cur;
         }
     }
     int top = 0;
     while ((1 << top) < VG) top++;
-    const vf sa = vf_load_f32(asum + g0), sx = vf_load_f32(ascale + g0);
     for (int c = 0; c < NC; c++) {
         const int64_t jj = j + c;
-        vf sw, zp;
-        if (FULL) {
-            sw = T_LOAD(sc + jj * kb + g0);
-            zp = zp_mode == 0 ? vf_set1((float)(1 << (BITS - 1)))
-                 : zp_mode == 1 ? vf_load_u_fields((const uint8_t *)zpv + jj * zpb + g0 * BITS / 8, BITS)
-                                : T_LOAD((const T *)zpv + jj * kb + g0);
-        } else { /* the last group: copies, zero past the column's blocks */
-            float st[PB_LANES] = {0}, zt[PB_LANES] = {0};
-            for (int64_t g = 0; g < ng; g++) {
-                st[g] = T_TO_F32(sc[jj * kb + g0 + g]);
-                zt[g] = zp_mode == 0   ? (float)(1 << (BITS - 1))
-                        : zp_mode == 1 ? (float)((((const uint8_t *)zpv)[jj * zpb + (g0 + g) / per] >> (BITS * ((g0 + g) % per))) & mask)
-                                       : T_TO_F32(((const T *)zpv)[jj * kb + g0 + g]);
-            }
-            sw = vf_load_f32(st);
-            zp = vf_load_f32(zt);
+        const vf sw = T_LOAD(sc + jj * kb + g0);
+        const vf zp = zp_mode == 0 ? vf_set1((float)(1 << (BITS - 1)))
+                      : zp_mode == 1 ? vf_load_u_fields((const uint8_t *)zpv + jj * zpb + g0 * BITS / 8, BITS)
+                                     : T_LOAD((const T *)zpv + jj * kb + g0);
+        for (int r = 0; r < R; r++) {
+            const float *row = rows + r * xrow;
+            const vf t = vf_fnmadd(zp, vf_load_f32(row + g0), vi_to_vf(lvl[r * NC + c][top]));
+            acc[r * NC + c] = vf_fmadd(t, vf_mul(vf_load_f32(row + nbp + g0), sw), acc[r * NC + c]);
         }
-        const vf t = vf_fnmadd(zp, sa, vi_to_vf(lvl[c][top]));
-        acc[c] = vf_fmadd(t, vf_mul(sx, sw), acc[c]);
     }
 }
 
-static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_cols_n)(
-    const int BITS, const int NC, const int VG, const int8_t *xq, const float *asum, const float *ascale,
-    const uint8_t *b, const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j, T *y) {
-    vf acc[2] = {vf_zero(), vf_zero()};
+/* The last blocks of column jj from block g0 on (fewer than LANES), one row: not unrolled (a
+ * compile-time copy of the group for them, and tiles of 2 rows besides, the library took 13 min 54 s
+ * to build instead of 2 min 29 s on this 2-core host). Each vector's int32
+ * lanes are stored and summed per block in scalars; the blocks' terms are as in the group. */
+static float PB_UK(PB_DT, nbits_i8_tail)(int bits, const float *row, int64_t nbp, int64_t xq_off, const uint8_t *b,
+                                         const T *sc, const void *zpv, int zp_mode, int64_t bs, int64_t kb, int64_t jj,
+                                         int64_t g0) {
+    const int per = 8 / bits, mask = (1 << bits) - 1;
+    const int64_t U = 4 * PB_LANES, bb = bs * bits / 8, cb = kb * bb, zpb = (kb * bits + 7) / 8;
+    const int64_t lpb = bb / 4, vg = lpb < PB_LANES ? lpb : PB_LANES, upv = bb > U ? bb / U : 1;
+    const int8_t *xq = (const int8_t *)(row + xq_off);
+    int32_t bsum[PB_LANES] = {0}, lanes[PB_LANES];
+    for (int64_t ub = g0 * bb; ub < cb; ub += U) { /* unit by unit to the column's end */
+        uint8_t wt[4 * PB_LANES] = {0};
+        memcpy(wt, b + jj * cb + ub, (size_t)(cb - ub < U ? cb - ub : U));
+        const vi w = vi_load(wt);
+        vi I = vi_zero();
+        const int8_t *xu = xq + (ub / U) * per * U;
+        for (int f = 0; f < per; f++)
+            I = bits == 8 ? vi_dot_u8(I, w, vi_load(xu + f * U)) : vi_dot(I, vi_u8_field(w, bits * f, mask), vi_load(xu + f * U));
+        vi_store(lanes, I);
+        const int64_t v = (ub - g0 * bb) / U / upv; /* the vector of the group this unit adds to */
+        for (int l = 0; l < PB_LANES; l++) bsum[(v * PB_LANES + l) / vg] += lanes[l];
+    }
+    float res = 0.0f;
+    for (int64_t blk = g0; blk < kb; blk++) {
+        const float zp = zp_mode == 0   ? (float)(1 << (bits - 1))
+                         : zp_mode == 1 ? (float)((((const uint8_t *)zpv)[jj * zpb + blk / per] >> (bits * (blk % per))) & mask)
+                                        : T_TO_F32(((const T *)zpv)[jj * kb + blk]);
+        const float t = (float)bsum[blk - g0] - zp * row[blk]; /* exact, as in the group */
+        res += t * (row[nbp + blk] * T_TO_F32(sc[jj * kb + blk]));
+    }
+    return res;
+}
+
+/* R rows x NC columns at j of Y (ldy elements a row) */
+static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_tile)(
+    const int BITS, const int R, const int NC, const int VG, const float *rows, int64_t xrow, int64_t nbp,
+    int64_t xq_off, const uint8_t *b, const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb,
+    int64_t j, T *y, int64_t ldy) {
+    vf acc[4] = {vf_zero(), vf_zero(), vf_zero(), vf_zero()};
     int64_t g0 = 0;
     for (; g0 + PB_LANES <= kb; g0 += PB_LANES)
-        PB_UK(PB_DT, nbits_i8_group)(BITS, NC, VG, 1, xq, asum, ascale, b, sc, zpv, zp_mode, bs, kb, j, g0, acc);
-    if (g0 < kb) PB_UK(PB_DT, nbits_i8_group)(BITS, NC, VG, 0, xq, asum, ascale, b, sc, zpv, zp_mode, bs, kb, j, g0, acc);
-    for (int c = 0; c < NC; c++) {
-        float v = vf_hsum(acc[c]);
-        if (bias != NULL) v += T_TO_F32(bias[j + c]);
-        y[j + c] = T_FROM_F32(v);
-    }
+        PB_UK(PB_DT, nbits_i8_group)(BITS, R, NC, VG, rows, xrow, nbp, xq_off, b, sc, zpv, zp_mode, bs, kb, j, g0, acc);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < NC; c++) {
+            float v = vf_hsum(acc[r * NC + c]);
+            if (g0 < kb) v += PB_UK(PB_DT, nbits_i8_tail)(BITS, rows + r * xrow, nbp, xq_off, b, sc, zpv, zp_mode, bs, kb, j + c, g0);
+            if (bias != NULL) v += T_TO_F32(bias[j + c]);
+            y[r * ldy + j + c] = T_FROM_F32(v);
+        }
 }
 
-static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_cols_vg)(
-    const int BITS, const int VG, const int8_t *xq, const float *asum, const float *ascale, const uint8_t *b,
-    const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0, int64_t j1, T *y) {
+/* Columns [j0, j1) of R rows: one row takes two columns at a time (sharing the loads of x), more
+ * rows one column (sharing its unpacked fields; R x NC accumulators and their merge trees must fit
+ * the registers) */
+static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_rows)(
+    const int BITS, const int R, const int VG, const float *rows, int64_t xrow, int64_t nbp, int64_t xq_off,
+    const uint8_t *b, const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0,
+    int64_t j1, T *y, int64_t ldy) {
     int64_t j = j0;
-    for (; j + 2 <= j1; j += 2)
-        PB_UK(PB_DT, nbits_i8_cols_n)(BITS, 2, VG, xq, asum, ascale, b, sc, zpv, zp_mode, bias, bs, kb, j, y);
-    if (j < j1) PB_UK(PB_DT, nbits_i8_cols_n)(BITS, 1, VG, xq, asum, ascale, b, sc, zpv, zp_mode, bias, bs, kb, j, y);
+    if (R == 1)
+        for (; j + 2 <= j1; j += 2)
+            PB_UK(PB_DT, nbits_i8_tile)(BITS, 1, 2, VG, rows, xrow, nbp, xq_off, b, sc, zpv, zp_mode, bias, bs, kb, j, y, ldy);
+    for (; j < j1; j++)
+        PB_UK(PB_DT, nbits_i8_tile)(BITS, R, 1, VG, rows, xrow, nbp, xq_off, b, sc, zpv, zp_mode, bias, bs, kb, j, y, ldy);
+}
+
+#define PB_NB_RMAX (PB_LANES >= 16 ? 4 : 2) /* rows a tile: 32 vector registers on AVX-512, 16 on AVX2 */
+static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_cols_vg)(
+    const int BITS, const int VG, const float *rows, int64_t xrow, int64_t nrows, int64_t nbp, int64_t xq_off,
+    const uint8_t *b, const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0,
+    int64_t j1, T *y, int64_t ldy) {
+    int64_t r = 0;
+#define NB_ROWS(RR) PB_UK(PB_DT, nbits_i8_rows)(BITS, RR, VG, rows + r * xrow, xrow, nbp, xq_off, b, sc, zpv, zp_mode, \
+                                                bias, bs, kb, j0, j1, y + r * ldy, ldy)
+    for (; r + PB_NB_RMAX <= nrows; r += PB_NB_RMAX) NB_ROWS(PB_NB_RMAX);
+    for (; r < nrows; r++) NB_ROWS(1); /* a tile of 2 rows on AVX-512 too: more build time for 2 or 3 rows */
+#undef NB_ROWS
 }
 
 /* VG = lanes a block takes in one vector: min(block bytes / 4, LANES), a power of two */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_cols_bits)(
-    const int BITS, const int8_t *xq, const float *asum, const float *ascale, const uint8_t *b, const T *sc,
-    const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0, int64_t j1, T *y) {
+    const int BITS, const float *rows, int64_t xrow, int64_t nrows, int64_t nbp, int64_t xq_off, const uint8_t *b,
+    const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0, int64_t j1, T *y,
+    int64_t ldy) {
     const int64_t lpb = bs * BITS / 32;
     const int vg = lpb < PB_LANES ? (int)lpb : PB_LANES;
-#define NB_VG(V) PB_UK(PB_DT, nbits_i8_cols_vg)(BITS, V, xq, asum, ascale, b, sc, zpv, zp_mode, bias, bs, kb, j0, j1, y)
+#define NB_VG(V) PB_UK(PB_DT, nbits_i8_cols_vg)(BITS, V, rows, xrow, nrows, nbp, xq_off, b, sc, zpv, zp_mode, bias, bs, \
+                                                kb, j0, j1, y, ldy)
     switch (vg) {
         case 1: NB_VG(1); break;
         case 2: NB_VG(2); break;
@@ -215,15 +261,18 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_cols_bit
 #undef NB_VG
 }
 
-static void PB_UK(PB_DT, matmul_nbits_i8_cols)(const int8_t *xq, const float *asum, const float *ascale, const uint8_t *b,
-                                               const void *scales, const void *zp, int zp_mode, const void *bias,
-                                               int bits, int64_t block_size, int64_t kb, int64_t j0, int64_t j1,
-                                               void *y) {
+static void PB_UK(PB_DT, matmul_nbits_i8_cols)(const float *rows, int64_t xrow, int64_t nrows, int64_t nbp,
+                                               int64_t xq_off, const uint8_t *b, const void *scales, const void *zp,
+                                               int zp_mode, const void *bias, int bits, int64_t block_size, int64_t kb,
+                                               int64_t j0, int64_t j1, void *y, int64_t ldy) {
     const T *sc = (const T *)scales, *bi = (const T *)bias;
     T *yy = (T *)y;
+#define NB_BITS(B) PB_UK(PB_DT, nbits_i8_cols_bits)(B, rows, xrow, nrows, nbp, xq_off, b, sc, zp, zp_mode, bi, \
+                                                    block_size, kb, j0, j1, yy, ldy)
     switch (bits) {
-        case 2: PB_UK(PB_DT, nbits_i8_cols_bits)(2, xq, asum, ascale, b, sc, zp, zp_mode, bi, block_size, kb, j0, j1, yy); break;
-        case 4: PB_UK(PB_DT, nbits_i8_cols_bits)(4, xq, asum, ascale, b, sc, zp, zp_mode, bi, block_size, kb, j0, j1, yy); break;
-        default: PB_UK(PB_DT, nbits_i8_cols_bits)(8, xq, asum, ascale, b, sc, zp, zp_mode, bi, block_size, kb, j0, j1, yy); break;
+        case 2: NB_BITS(2); break;
+        case 4: NB_BITS(4); break;
+        default: NB_BITS(8); break;
     }
+#undef NB_BITS
 }

@@ -51,6 +51,7 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
 typedef __m256i vi;
 static inline vi vi_zero(void) { return _mm256_setzero_si256(); }
 static inline vi vi_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline void vi_store(void *p, vi a) { _mm256_storeu_si256((__m256i *)p, a); }
 static inline vi vi_u8_field(vi v, int shift, int mask) {
     return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
 }

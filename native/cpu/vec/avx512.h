@@ -39,6 +39,7 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
 typedef __m512i vi;
 static inline vi vi_zero(void) { return _mm512_setzero_si512(); }
 static inline vi vi_load(const void *p) { return _mm512_loadu_si512(p); }
+static inline void vi_store(void *p, vi a) { _mm512_storeu_si512(p, a); }
 /* each byte (b >> shift) & mask (16-bit shifts: the mask drops the bits shifted in from the next byte) */
 static inline vi vi_u8_field(vi v, int shift, int mask) {
     return _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi8((char)mask));

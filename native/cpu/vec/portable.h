@@ -62,6 +62,7 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
 typedef union { int32_t v[PB_LANES]; uint8_t b[4 * PB_LANES]; } vi;
 static inline vi vi_zero(void) { vi r; PB_VLOOP(i) r.v[i] = 0; return r; }
 static inline vi vi_load(const void *p) { vi r; memcpy(r.b, p, sizeof r.b); return r; }
+static inline void vi_store(void *p, vi a) { memcpy(p, a.b, sizeof a.b); }
 static inline vi vi_u8_field(vi v, int shift, int mask) {
     for (int i = 0; i < 4 * PB_LANES; i++) v.b[i] = (uint8_t)((v.b[i] >> shift) & mask);
     return v;
