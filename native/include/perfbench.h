@@ -578,8 +578,9 @@ int pb_matmul_packed_bytes(int64_t k, int64_t n, int64_t *bytes_out);
  * bytes a column, the lowest bits the even block) or unpacked (zp_packed 0: dtype, (n, k_blocks)).
  * bits 2, 4 or 8; block_size a power of two >= 16. A, scales, float zero points, bias (NULL: none)
  * and Y in dtype; sums in f32. Y must not overlap the inputs. accuracy_level 0: f32 products;
- * 4: each row of A quantized per block of block_size to int8 (scale max|a| / 127, values rounded
- * half to even: ORT's x86 rule), integer dot products with the weight's integers. */
+ * 4: each row of A quantized per block of block_size (at most 256) to int8 (scale max|a| / 127,
+ * values rounded half to even: ORT's x86 rule), integer dot products with the weight's integers;
+ * b_packed: NULL (B is regrouped in scratch every call) or pb_matmul_nbits_pack_b's copy of b. */
 typedef struct pb_matmul_nbits_args {
     pb_exec exec;
     int32_t dtype;
@@ -596,8 +597,14 @@ typedef struct pb_matmul_nbits_args {
     const void *zero_points;
     const void *bias;
     void *y;
+    const uint8_t *b_packed;
 } pb_matmul_nbits_args;
 int pb_matmul_nbits(const void *args);
+/* B's bytes regrouped for accuracy_level 4 (once, as ORT prepacks a constant weight): bytes needed,
+ * and the packing into out (out_bytes at least that). bits 2/4/8, block_size 16..256. */
+int pb_matmul_nbits_packed_bytes(int64_t n, int64_t k, int32_t bits, int32_t block_size, int64_t *bytes_out);
+int pb_matmul_nbits_pack_b(const uint8_t *b, int64_t n, int64_t k, int32_t bits, int32_t block_size, uint8_t *out,
+                           int64_t out_bytes);
 /* PB_GROUP_MATMUL_END */
 
 /* ---- host peak probes (perfbench peaks) ------------------------------------------------- */

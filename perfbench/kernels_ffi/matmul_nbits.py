@@ -24,7 +24,9 @@ from perfbench.kernels_ffi.wrappers import KernelCall
 
 def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray, y: np.ndarray, *, k: int, n: int,
                  bits: int, block_size: int, zero_points: np.ndarray | None = None, bias: np.ndarray | None = None,
-                 accuracy_level: int = 0, threads: int = 1) -> KernelCall:
+                 accuracy_level: int = 0, packed_b: np.ndarray | None = None, threads: int = 1) -> KernelCall:
+    """Y = A @ W + bias. packed_b (accuracy 4): pack_b's regrouping of this b, made once (as ORT
+    prepacks a constant weight); without it the call regroups b itself, every time."""
     name = "matmul_nbits"
     if accuracy_level not in (0, 4):
         raise UsageError(f"{name}: accuracy_level={accuracy_level!r}, expected 0 (f32 products) or 4 (int8 activations)")
@@ -71,7 +73,15 @@ def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray,
             raise UsageError(f"{name}: bias must be ({n},), got {bias.shape}")
     if y.shape != (m, n):
         raise UsageError(f"{name}: y must be (M, N) = {(m, n)}, got {y.shape}")
-    check_no_overlap(name, {"y": y}, {"a": a, "b": b, "scales": scales, "zero_points": zero_points, "bias": bias})
+    if packed_b is not None:
+        check_array(packed_b, "packed_b", name)
+        if accuracy_level != 4:
+            raise UsageError(f"{name}: packed_b is for accuracy_level 4 (the int8 kernel), not {accuracy_level}")
+        if packed_b.dtype != np.uint8 or packed_b.ndim != 1 or packed_b.size != packed_bytes(lib, n, k, bits, block_size):
+            raise UsageError(f"{name}: packed_b must be pack_b's result for this b (uint8, "
+                             f"{packed_bytes(lib, n, k, bits, block_size)} bytes), got {packed_b.dtype}{packed_b.shape}")
+    check_no_overlap(name, {"y": y}, {"a": a, "b": b, "scales": scales, "zero_points": zero_points, "bias": bias,
+                                      "packed_b": packed_b})
     args = lib.ffi.new("pb_matmul_nbits_args*")
     set_exec(args, check_threads(threads, name), "cpu", name)
     args.dtype, args.bits, args.block_size, args.zp_packed = dt.onnx, bits, int(block_size), zp_packed
@@ -82,4 +92,26 @@ def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray,
         args.zero_points = lib.ptr(zero_points)
     if bias is not None:
         args.bias = lib.ptr(bias)
-    return KernelCall(lib, name, args, [a, b, scales, zero_points, bias, y])
+    if packed_b is not None:
+        args.b_packed = lib.ptr(packed_b)
+    return KernelCall(lib, name, args, [a, b, scales, zero_points, bias, y, packed_b])
+
+
+def packed_bytes(lib: Library, n: int, k: int, bits: int, block_size: int) -> int:
+    out = lib.ffi.new("int64_t*")
+    lib.check(lib.lib.pb_matmul_nbits_packed_bytes(n, k, bits, block_size, out), "matmul_nbits_packed_bytes")
+    return int(out[0])
+
+
+def pack_b(lib: Library, b: np.ndarray, *, n: int, k: int, bits: int, block_size: int) -> np.ndarray:
+    """b (N, k_blocks, blob) uint8 regrouped for accuracy_level 4 (per group of 16 blocks, per 4-byte
+    word, the word of each block: native/cpu/kernels/nbits.inc.c), now (not timed)."""
+    name = "matmul_nbits_pack_b"
+    check_array(b, "b", name)
+    kb = -(-k // block_size) if block_size > 0 else 0
+    if b.dtype != np.uint8 or b.shape != (n, kb, block_size * bits // 8):
+        raise UsageError(f"{name}: b must be uint8 of shape (N, k_blocks, blob) = {(n, kb, block_size * bits // 8)}, "
+                         f"got {b.dtype}{b.shape}")
+    out = np.empty(packed_bytes(lib, n, k, bits, block_size), np.uint8)
+    lib.check(lib.lib.pb_matmul_nbits_pack_b(lib.ptr(b), n, k, bits, block_size, lib.ptr(out), out.size), name)
+    return out

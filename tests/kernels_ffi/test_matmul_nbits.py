@@ -202,3 +202,32 @@ def test_padding_bits_are_ignored(lib, acc):
             matmul_nbits(lib, a, b, s, y, k=k, n=n, bits=bits, block_size=bs, zero_points=z, accuracy_level=acc).run()
             assert _err(y, _ref(acc)(a, b, s, z, k=k, bits=bits, block_size=bs)) <= TOL["f32"], (isa, bits, bs)
     lib.select_isa("auto")
+
+
+def test_accuracy_4_with_b_packed_once_gives_the_same_bytes(lib):
+    """pack_b's regrouping (made once, as ORT prepacks a constant weight) and the call's own
+    regrouping give identical Y on every path; 17 blocks: a group of 16 and one past it."""
+    from perfbench.kernels_ffi.matmul_nbits import pack_b
+
+    rng = np.random.default_rng(29)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        for m, k, n, bits, bs in ((5, 17 * 32, 6, 4, 32), (1, 300, 3, 8, 16), (2, 1024, 4, 2, 256)):
+            a, b, s, z, bi = _case(rng, "f32", m, k, n, bits, bs, "packed", True)
+            y1, y2 = np.full((m, n), np.nan, np.float32), np.full((m, n), np.nan, np.float32)
+            kw = dict(k=k, n=n, bits=bits, block_size=bs, zero_points=z, bias=bi, accuracy_level=4)
+            matmul_nbits(lib, a, b, s, y1, **kw).run()
+            matmul_nbits(lib, a, b, s, y2, packed_b=pack_b(lib, b, n=n, k=k, bits=bits, block_size=bs), **kw).run()
+            assert y1.tobytes() == y2.tobytes(), (isa, bits, bs)
+            assert _err(y2, nb.reference_int8_a(a, b, s, z, bi, k=k, bits=bits, block_size=bs)) <= TOL["f32"]
+    lib.select_isa("auto")
+    a, b, s, z, _ = _case(rng, "f32", 1, 64, 4, 4, 32, "packed", False)
+    y = np.zeros((1, 4), np.float32)
+    pb = pack_b(lib, b, n=4, k=64, bits=4, block_size=32)
+    with pytest.raises(UsageError, match="packed_b is for accuracy_level 4"):
+        matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z, packed_b=pb)
+    with pytest.raises(UsageError, match="pack_b's result"):
+        matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z, packed_b=pb[:-1],
+                     accuracy_level=4)
+    with pytest.raises(NativeError, match="block_size=512"):
+        pack_b(lib, np.zeros((4, 1, 256), np.uint8), n=4, k=64, bits=4, block_size=512)

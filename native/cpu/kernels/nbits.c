@@ -13,10 +13,13 @@
 
 #include "../internal.h"
 
+#define NB_G 16 /* blocks a packed group (PB_NB_GROUP in kernels/nbits.inc.c) */
+
 typedef struct {
     const pb_matmul_nbits_args *a;
     pb_matmul_nbits_ukernel uk;
-    pb_matmul_nbits_i8_ukernel uk8; /* accuracy 4: rows at xp as nb_quantize_rows lays them out */
+    pb_matmul_nbits_i8_ukernel uk8; /* accuracy 4: rows at xp as nb_quantize_row lays them out, B packed at bp */
+    const uint8_t *bp;
     const float *xp;
     int64_t kb, xrow, chunk, sub, es, lanes8, xq_off; /* accuracy 4: floats of each per-block array, xq's offset */
     int zp_mode;
@@ -30,7 +33,7 @@ static void nb_range(void *ctx, int64_t t0, int64_t t1) {
         for (int64_t s0 = c0; s0 < c1; s0 += c->sub) {
             const int64_t s1 = s0 + c->sub < c1 ? s0 + c->sub : c1;
             if (c->uk8 != NULL) { /* all rows at once: the kernel runs them in tiles of rows */
-                c->uk8(c->xp, c->xrow, a->m, c->lanes8, c->xq_off, a->b, a->scales, a->zero_points, c->zp_mode,
+                c->uk8(c->xp, c->xrow, a->m, c->lanes8, c->xq_off, c->bp, a->scales, a->zero_points, c->zp_mode,
                        a->bias, a->bits, a->block_size, c->kb, s0, s1, a->y, a->n);
                 continue;
             }
@@ -50,11 +53,11 @@ static float nb_to_f32(int32_t dtype, const void *p, int64_t i) {
 /* accuracy 4: row i of A (K values of dtype) quantized per block as ORT's x86 int8 path does it
  * (ops/_nbits.py quantize_a_int8: f32 max |a| over the block's real values, scale max / 127,
  * q = a x (127 / max) rounded half to even, saturated), laid out at `row` (floats): the blocks'
- * int8 sums [0, nbp), their scales [nbp, 2 nbp) (zero past kb), then from xq_off the int8 units
- * (kernels/nbits.inc.c). */
+ * int8 sums [0, nbp), their scales [nbp, 2 nbp) (zero past kb), then from xq_off the int8 values
+ * per group of NB_G blocks, 4-byte word and bit field (kernels/nbits.inc.c). */
 static void nb_quantize_row(const pb_matmul_nbits_args *a, int64_t i, int64_t kb, int64_t nbp, int64_t xq_off,
-                            int64_t xq_bytes, int64_t lanes, float *row) {
-    const int64_t bs = a->block_size, per = 8 / a->bits, U = 4 * lanes;
+                            int64_t xq_bytes, float *row) {
+    const int64_t bs = a->block_size, per = 8 / a->bits, wpb = bs * a->bits / 32;
     int8_t *xq = (int8_t *)(row + xq_off);
     float *sum = row, *sv = row + nbp;
     memset(row, 0, (size_t)(2 * nbp) * sizeof(float));
@@ -70,13 +73,68 @@ static void nb_quantize_row(const pb_matmul_nbits_args *a, int64_t i, int64_t kb
         for (int64_t p = p0; p < p1; p++) {
             float q = nearbyintf(nb_to_f32(a->dtype, a->a, i * a->k + p) * inv); /* the default mode: half to even */
             q = q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q == q ? q : 0.0f;
-            const int64_t g = p / per, f = p % per;
-            xq[(g / U * per + f) * U + g % U] = (int8_t)q;
+            const int64_t o = p - p0, ob = o / per, f = o % per, w = ob / 4; /* block byte, field, word */
+            xq[((blk / NB_G * wpb + w) * per + f) * 4 * NB_G + blk % NB_G * 4 + ob % 4] = (int8_t)q;
             qs += q; /* exact: |sum| <= 128 x 256 */
         }
         sum[blk] = qs;
         sv[blk] = mx / 127.0f;
     }
+}
+
+static int64_t nb_packed_bytes(int64_t n, int64_t kb, int64_t bb) { return n * ((kb + NB_G - 1) / NB_G) * NB_G * bb; }
+
+static void nb_pack(const uint8_t *b, int64_t n, int64_t kb, int64_t bb, uint8_t *out) {
+    const int64_t ngr = (kb + NB_G - 1) / NB_G, wpb = bb / 4;
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t grp = 0; grp < ngr; grp++)
+            for (int64_t w = 0; w < wpb; w++) {
+                uint8_t *o = out + ((j * ngr + grp) * wpb + w) * 4 * NB_G;
+                for (int64_t l = 0; l < NB_G; l++) {
+                    const int64_t blk = grp * NB_G + l;
+                    if (blk < kb)
+                        memcpy(o + l * 4, b + (j * kb + blk) * bb + w * 4, 4);
+                    else
+                        memset(o + l * 4, 0, 4);
+                }
+            }
+}
+
+static int nb_pack_check(int64_t n, int64_t k, int32_t bits, int32_t block_size, int64_t *bytes, const char *who) {
+    if (bits != 2 && bits != 4 && bits != 8)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: bits=%d, expected 2, 4 or 8", who, (int)bits);
+    if (block_size < 16 || block_size > 256 || (block_size & (block_size - 1)) != 0)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: block_size=%d, expected a power of two from 16 to 256", who,
+                       (int)block_size);
+    if (n < 0 || k < 0)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: n=%lld k=%lld must be >= 0", who, (long long)n, (long long)k);
+    const int64_t kb = (k + block_size - 1) / block_size, bb = (int64_t)block_size * bits / 8;
+    int64_t t;
+    if (!pb_mul_ok(n, (kb + NB_G - 1) / NB_G * NB_G, &t) || !pb_mul_ok(t, bb, &t) || t > PB_SIZE_LIMIT)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: sizes overflow", who);
+    *bytes = t;
+    return PB_OK;
+}
+
+int pb_matmul_nbits_packed_bytes(int64_t n, int64_t k, int32_t bits, int32_t block_size, int64_t *bytes_out) {
+    if (bytes_out == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits_packed_bytes: bytes_out is NULL");
+    return nb_pack_check(n, k, bits, block_size, bytes_out, "matmul_nbits_packed_bytes");
+}
+
+int pb_matmul_nbits_pack_b(const uint8_t *b, int64_t n, int64_t k, int32_t bits, int32_t block_size, uint8_t *out,
+                           int64_t out_bytes) {
+    int64_t need;
+    CHECK(nb_pack_check(n, k, bits, block_size, &need, "matmul_nbits_pack_b"));
+    if (out_bytes < need)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits_pack_b: out holds %lld bytes, %lld needed",
+                       (long long)out_bytes, (long long)need);
+    if (need == 0) return PB_OK;
+    if (b == NULL || out == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits_pack_b: b and out must not be NULL");
+    const int64_t kb = (k + block_size - 1) / block_size;
+    if (pb_overlap(out, (size_t)need, b, (size_t)(n * kb * block_size * bits / 8)))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits_pack_b: out overlaps b");
+    nb_pack(b, n, kb, (int64_t)block_size * bits / 8, out);
+    return PB_OK;
 }
 
 int pb_matmul_nbits(const void *args) {
@@ -132,20 +190,29 @@ int pb_matmul_nbits(const void *args) {
         (a->zero_points && pb_overlap(a->y, (size_t)ybytes, a->zero_points, zbytes)) ||
         (a->bias && pb_overlap(a->y, (size_t)ybytes, a->bias, (size_t)(a->n * es))))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: y overlaps an input");
-    nb_ctx c = {a, isa->matmul_nbits_cols[pb_dtype_index(a->dtype)], NULL, NULL, kb, xrow, 0, 0, es, 0, 0,
+    nb_ctx c = {a, isa->matmul_nbits_cols[pb_dtype_index(a->dtype)], NULL, NULL, NULL, kb, xrow, 0, 0, es, 0, 0,
                 a->zero_points == NULL ? 0 : a->zp_packed ? 1 : 2};
-    if (a->accuracy_level == 4) { /* per row: block sums and scales (kb rounded up to lanes), then the int8 units */
-        const int64_t U = 4 * isa_lanes, units = (kb * bb + U - 1) / U, xq_bytes = units * per * U;
+    if (a->accuracy_level == 4) { /* per row: block sums and scales (kb rounded up to a group), then the int8 values */
+        const int64_t ngr = (kb + NB_G - 1) / NB_G, xq_bytes = ngr * NB_G * bs;
         c.uk8 = isa->matmul_nbits_i8_cols[pb_dtype_index(a->dtype)];
-        c.lanes8 = (kb + isa_lanes - 1) / isa_lanes * isa_lanes;
+        c.lanes8 = ngr * NB_G;
         c.xq_off = 2 * c.lanes8;
         c.xrow = (c.xq_off + xq_bytes / 4 + 15) / 16 * 16; /* whole cache lines a row */
         if (!pb_mul_ok(a->m, c.xrow, &t) || t > PB_SIZE_LIMIT / 4)
             return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: sizes overflow");
+        c.bp = a->b_packed;
+        if (c.bp == NULL) { /* B not packed beforehand: packed here, every call */
+            /* slot 0: the per-thread microkernel scratch, which the nbits microkernels do not use */
+            uint8_t *bp = (uint8_t *)pb_scratch_slot(0, (size_t)nb_packed_bytes(a->n, kb, bb));
+            if (bp == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory to pack B");
+            nb_pack(a->b, a->n, kb, bb, bp);
+            c.bp = bp;
+        } else if (pb_overlap(a->y, (size_t)ybytes, a->b_packed, (size_t)nb_packed_bytes(a->n, kb, bb))) {
+            return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: y overlaps b_packed");
+        }
         float *xq = (float *)pb_scratch_slot(1, (size_t)(a->m * c.xrow) * sizeof(float));
         if (xq == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory for the rows of A quantized");
-        for (int64_t i = 0; i < a->m; i++)
-            nb_quantize_row(a, i, kb, c.lanes8, c.xq_off, xq_bytes, isa_lanes, xq + i * c.xrow);
+        for (int64_t i = 0; i < a->m; i++) nb_quantize_row(a, i, kb, c.lanes8, c.xq_off, xq_bytes, xq + i * c.xrow);
         c.xp = xq;
     } else {
         float *xp = (float *)pb_scratch_slot(1, (size_t)(a->m * xrow) * sizeof(float));

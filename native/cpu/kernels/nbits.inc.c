@@ -80,194 +80,136 @@ static void PB_UK(PB_DT, matmul_nbits_cols)(const float *xp, const uint8_t *b, c
 
 /* ---- accuracy_level 4: A quantized per block to int8 (the driver), integer dot products ----
  *
- * The driver lays each row of A out as int8 per unit of U = 4 x LANES weight bytes (a column's
- * bytes run through its blocks back to back, so byte g of the column holds k = g x per + f in field
- * f): unit u, field f is U int8 values, byte l the k of byte u x U + l, field f (zero past K); and
- * per block its int8 sum and scale (floats; zero past the last block, to a multiple of LANES).
- *
- * A column runs in groups of LANES blocks. A group's units give int32 lanes of u8 field x int8 dot
- * products (vi_dot), VG lanes a block (a block's units summed first when it spans several); a tree
- * of pair sums (vi_pair_sums) turns the group's VG vectors into one whose lane g is block g's
- * integer sum I. Then, with the blocks as lanes (scales and zero points are contiguous per column):
- *   acc += scale_w x scale_a x (I - zp x sum_a),
- * I - zp x sum_a exact in f32 (|I| and |zp x sum_a| <= 255 x 128 x 256 < 2^24, blocks of at most
- * 256 at accuracy 4): the zero point costs no rounding.
- * Scaling per unit instead (each block's scale and zero point spread over its lanes) spent more
- * than the dot products: 2.7x ORT's time at 1 x 4096 x 4096, block 32, on a Zen 4. */
+ * B's bytes are regrouped first (pb_matmul_nbits_pack_b; the driver does it per call unless B was
+ * packed once, as ORT prepacks its initializers): per column, per group of 16 blocks, per 4-byte
+ * word of a block, the word of each of the group's 16 blocks (zero past the last block): 64 bytes,
+ * so that a vector's int32 lane l meets block l's bytes and vi_dot's four products a lane stay in
+ * one block. Each row of A is laid out the same way (the driver): per group, word and bit field,
+ * lane l's four bytes the int8 values of block l's k at that word and field; with, per block, its
+ * int8 sum and scale. A vector of LANES lanes covers LANES blocks of a group (AVX2: half of it).
+ * After a group's words, lane g holds block g's integer sum I and, with scales and zero points
+ * contiguous per column, acc += scale_w x scale_a x (I - zp x sum_a): I - zp x sum_a is exact in f32
+ * (|I| and |zp x sum_a| <= 255 x 128 x 256 < 2^24, blocks of at most 256 at accuracy 4).
+ * Two earlier forms read B as stored: each block's scale and zero point spread over its lanes per
+ * vector (2.7x ORT's time at 1 x 4096 x 4096, block 32, Zen 4), then each group's vectors reduced
+ * to block sums by a tree of pair sums (1.6x; 2.7x at block 128, where the tree costs 15 pair sums
+ * per 16 vectors). */
+#define PB_NB_GROUP 16 /* blocks a packed group: the widest path's lanes, so one layout serves every path */
 #ifndef PB_NB_PF
 #define PB_NB_PF 2048
 #endif
 #define PB_NB_PREFETCH(p) __builtin_prefetch((const char *)(p) + PB_NB_PF, 0, 0)
-/* One group of LANES blocks of R rows x NC columns (row r, column c at slot r x NC + c): adds to
- * acc[slot]. A unit's weight bytes are loaded and each field masked out once for the R rows. */
-static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_group)(
-    const int BITS, const int R, const int NC, const int VG, const float *rows, int64_t xrow,
-    int64_t nbp, int64_t xq_off, const uint8_t *b, const T *sc, const void *zpv, int zp_mode, int64_t bs, int64_t kb,
-    int64_t j, int64_t g0, vf *acc) {
+
+/* Blocks [g0, g0 + LANES) of R rows x NC columns (row r, column c at slot r x NC + c), FULL: all of
+ * them in the column; adds to acc[slot]. A word's bytes are loaded and each field masked out once
+ * for the R rows. */
+static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_lanes)(
+    const int BITS, const int R, const int NC, const int FULL, const float *rows, int64_t xrow, int64_t nbp,
+    int64_t xq_off, const uint8_t *bp, const T *sc, const void *zpv, int zp_mode, int64_t bs, int64_t kb, int64_t j,
+    int64_t g0, vf *acc) {
     const int per = 8 / BITS, mask = (1 << BITS) - 1;
-    const int64_t U = 4 * PB_LANES, bb = bs * BITS / 8, cb = kb * bb; /* bytes per block, per column */
-    const int64_t upv = VG < PB_LANES || bb <= U ? 1 : bb / U;       /* units per vector */
-    const int64_t zpb = (kb * BITS + 7) / 8;
-    const int64_t ub0 = g0 * bb; /* the group's first byte */
-    vi lvl[4][5];
-#pragma GCC unroll 16
-    for (int v = 0; v < VG; v++) {
-        vi I[4] = {vi_zero(), vi_zero(), vi_zero(), vi_zero()};
-        for (int64_t uu = 0; uu < upv; uu++) {
-            const int64_t ub = ub0 + ((int64_t)v * upv + uu) * U; /* the unit's first byte in the column */
-            vi w[2];
-            for (int c = 0; c < NC; c++) {
-                const uint8_t *src = b + (j + c) * cb + ub;
-                w[c] = vi_load(src);
-                PB_NB_PREFETCH(src);
-            }
-            const int64_t xu = xq_off * 4 + (g0 * bb / U + (int64_t)v * upv + uu) * per * U; /* bytes from a row */
+    const int64_t G = PB_NB_GROUP, wpb = bs * BITS / 32;                  /* 4-byte words a block */
+    const int64_t ngr = (kb + G - 1) / G, grp = g0 / G, h = g0 % G;       /* g0's group, its lane offset */
+    const int64_t colb = ngr * wpb * 4 * G, zpb = (kb * BITS + 7) / 8;    /* packed bytes a column */
+    vi I[4] = {vi_zero(), vi_zero(), vi_zero(), vi_zero()};
+    const uint8_t *src[2];
+    for (int c = 0; c < NC; c++) src[c] = bp + (j + c) * colb + grp * wpb * 4 * G + h * 4;
+    const int64_t xb = xq_off * 4 + grp * wpb * per * 4 * G + h * 4; /* bytes from a row's start */
 #pragma GCC unroll 4
-            for (int f = 0; f < per; f++) {
-                vi q[2];
-                for (int c = 0; c < NC; c++) q[c] = BITS == 8 ? w[c] : vi_u8_field(w[c], BITS * f, mask);
-                for (int r = 0; r < R; r++) {
-                    const vi xv = vi_load((const int8_t *)(rows + r * xrow) + xu + f * U);
-                    for (int c = 0; c < NC; c++)
-                        I[r * NC + c] = BITS == 8 ? vi_dot_u8(I[r * NC + c], q[c], xv) : vi_dot(I[r * NC + c], q[c], xv);
-                }
+    for (int64_t w = 0; w < wpb; w++) {
+        vi q[2];
+        for (int c = 0; c < NC; c++) {
+            q[c] = vi_load(src[c] + w * 4 * G);
+            PB_NB_PREFETCH(src[c] + w * 4 * G);
+        }
+        for (int f = 0; f < per; f++)
+            for (int r = 0; r < R; r++) {
+                const vi xv = vi_load((const int8_t *)(rows + r * xrow) + xb + (w * per + f) * 4 * G);
+                for (int c = 0; c < NC; c++)
+                    I[r * NC + c] = BITS == 8 ? vi_dot_u8(I[r * NC + c], q[c], xv)
+                                              : vi_dot(I[r * NC + c], vi_u8_field(q[c], BITS * f, mask), xv);
             }
-        }
-        for (int sl = 0; sl < R * NC; sl++) { /* binary-counter merge: lvl[l] holds 2^l vectors' pair sums */
-            vi cur = I[sl];
-            int l = 0;
-            for (int idx = v; idx & 1; idx >>= 1, l++) cur = vi_pair_sums(lvl[sl][l], cur);
-            lvl[sl][l] = cur;
-        }
     }
-    int top = 0;
-    while ((1 << top) < VG) top++;
     for (int c = 0; c < NC; c++) {
         const int64_t jj = j + c;
-        const vf sw = T_LOAD(sc + jj * kb + g0);
-        const vf zp = zp_mode == 0 ? vf_set1((float)(1 << (BITS - 1)))
-                      : zp_mode == 1 ? vf_load_u_fields((const uint8_t *)zpv + jj * zpb + g0 * BITS / 8, BITS)
-                                     : T_LOAD((const T *)zpv + jj * kb + g0);
+        vf sw, zp;
+        if (FULL) {
+            sw = T_LOAD(sc + jj * kb + g0);
+            zp = zp_mode == 0 ? vf_set1((float)(1 << (BITS - 1)))
+                 : zp_mode == 1 ? vf_load_u_fields((const uint8_t *)zpv + jj * zpb + g0 * BITS / 8, BITS)
+                                : T_LOAD((const T *)zpv + jj * kb + g0);
+        } else { /* the column's last blocks: copies, zero past them */
+            float st[PB_LANES] = {0}, zt[PB_LANES] = {0};
+            for (int64_t g = 0; g < kb - g0; g++) {
+                st[g] = T_TO_F32(sc[jj * kb + g0 + g]);
+                zt[g] = zp_mode == 0   ? (float)(1 << (BITS - 1))
+                        : zp_mode == 1 ? (float)((((const uint8_t *)zpv)[jj * zpb + (g0 + g) / per] >> (BITS * ((g0 + g) % per))) & mask)
+                                       : T_TO_F32(((const T *)zpv)[jj * kb + g0 + g]);
+            }
+            sw = vf_load_f32(st);
+            zp = vf_load_f32(zt);
+        }
         for (int r = 0; r < R; r++) {
             const float *row = rows + r * xrow;
-            const vf t = vf_fnmadd(zp, vf_load_f32(row + g0), vi_to_vf(lvl[r * NC + c][top]));
+            const vf t = vf_fnmadd(zp, vf_load_f32(row + g0), vi_to_vf(I[r * NC + c]));
             acc[r * NC + c] = vf_fmadd(t, vf_mul(vf_load_f32(row + nbp + g0), sw), acc[r * NC + c]);
         }
     }
 }
 
-/* The last blocks of column jj from block g0 on (fewer than LANES), one row: not unrolled (a
- * compile-time copy of the group for them, and tiles of 2 rows besides, the library took 13 min 54 s
- * to build instead of 2 min 29 s on this 2-core host). Each vector's int32
- * lanes are stored and summed per block in scalars; the blocks' terms are as in the group. */
-static float PB_UK(PB_DT, nbits_i8_tail)(int bits, const float *row, int64_t nbp, int64_t xq_off, const uint8_t *b,
-                                         const T *sc, const void *zpv, int zp_mode, int64_t bs, int64_t kb, int64_t jj,
-                                         int64_t g0) {
-    const int per = 8 / bits, mask = (1 << bits) - 1;
-    const int64_t U = 4 * PB_LANES, bb = bs * bits / 8, cb = kb * bb, zpb = (kb * bits + 7) / 8;
-    const int64_t lpb = bb / 4, vg = lpb < PB_LANES ? lpb : PB_LANES, upv = bb > U ? bb / U : 1;
-    const int8_t *xq = (const int8_t *)(row + xq_off);
-    int32_t bsum[PB_LANES] = {0}, lanes[PB_LANES];
-    for (int64_t ub = g0 * bb; ub < cb; ub += U) { /* unit by unit to the column's end */
-        uint8_t wt[4 * PB_LANES] = {0};
-        memcpy(wt, b + jj * cb + ub, (size_t)(cb - ub < U ? cb - ub : U));
-        const vi w = vi_load(wt);
-        vi I = vi_zero();
-        const int8_t *xu = xq + (ub / U) * per * U;
-        for (int f = 0; f < per; f++)
-            I = bits == 8 ? vi_dot_u8(I, w, vi_load(xu + f * U)) : vi_dot(I, vi_u8_field(w, bits * f, mask), vi_load(xu + f * U));
-        vi_store(lanes, I);
-        const int64_t v = (ub - g0 * bb) / U / upv; /* the vector of the group this unit adds to */
-        for (int l = 0; l < PB_LANES; l++) bsum[(v * PB_LANES + l) / vg] += lanes[l];
-    }
-    float res = 0.0f;
-    for (int64_t blk = g0; blk < kb; blk++) {
-        const float zp = zp_mode == 0   ? (float)(1 << (bits - 1))
-                         : zp_mode == 1 ? (float)((((const uint8_t *)zpv)[jj * zpb + blk / per] >> (bits * (blk % per))) & mask)
-                                        : T_TO_F32(((const T *)zpv)[jj * kb + blk]);
-        const float t = (float)bsum[blk - g0] - zp * row[blk]; /* exact, as in the group */
-        res += t * (row[nbp + blk] * T_TO_F32(sc[jj * kb + blk]));
-    }
-    return res;
-}
-
 /* R rows x NC columns at j of Y (ldy elements a row) */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_tile)(
-    const int BITS, const int R, const int NC, const int VG, const float *rows, int64_t xrow, int64_t nbp,
-    int64_t xq_off, const uint8_t *b, const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb,
-    int64_t j, T *y, int64_t ldy) {
+    const int BITS, const int R, const int NC, const float *rows, int64_t xrow, int64_t nbp, int64_t xq_off,
+    const uint8_t *bp, const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j,
+    T *y, int64_t ldy) {
     vf acc[4] = {vf_zero(), vf_zero(), vf_zero(), vf_zero()};
     int64_t g0 = 0;
     for (; g0 + PB_LANES <= kb; g0 += PB_LANES)
-        PB_UK(PB_DT, nbits_i8_group)(BITS, R, NC, VG, rows, xrow, nbp, xq_off, b, sc, zpv, zp_mode, bs, kb, j, g0, acc);
+        PB_UK(PB_DT, nbits_i8_lanes)(BITS, R, NC, 1, rows, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, bs, kb, j, g0, acc);
+    if (g0 < kb)
+        PB_UK(PB_DT, nbits_i8_lanes)(BITS, R, NC, 0, rows, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, bs, kb, j, g0, acc);
     for (int r = 0; r < R; r++)
         for (int c = 0; c < NC; c++) {
             float v = vf_hsum(acc[r * NC + c]);
-            if (g0 < kb) v += PB_UK(PB_DT, nbits_i8_tail)(BITS, rows + r * xrow, nbp, xq_off, b, sc, zpv, zp_mode, bs, kb, j + c, g0);
             if (bias != NULL) v += T_TO_F32(bias[j + c]);
             y[r * ldy + j + c] = T_FROM_F32(v);
         }
 }
 
 /* Columns [j0, j1) of R rows: one row takes two columns at a time (sharing the loads of x), more
- * rows one column (sharing its unpacked fields; R x NC accumulators and their merge trees must fit
- * the registers) */
+ * rows one column (sharing its unpacked fields; R x NC accumulators must fit the registers) */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_rows)(
-    const int BITS, const int R, const int VG, const float *rows, int64_t xrow, int64_t nbp, int64_t xq_off,
-    const uint8_t *b, const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0,
-    int64_t j1, T *y, int64_t ldy) {
+    const int BITS, const int R, const float *rows, int64_t xrow, int64_t nbp, int64_t xq_off, const uint8_t *bp,
+    const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0, int64_t j1, T *y,
+    int64_t ldy) {
     int64_t j = j0;
     if (R == 1)
         for (; j + 2 <= j1; j += 2)
-            PB_UK(PB_DT, nbits_i8_tile)(BITS, 1, 2, VG, rows, xrow, nbp, xq_off, b, sc, zpv, zp_mode, bias, bs, kb, j, y, ldy);
+            PB_UK(PB_DT, nbits_i8_tile)(BITS, 1, 2, rows, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, bias, bs, kb, j, y, ldy);
     for (; j < j1; j++)
-        PB_UK(PB_DT, nbits_i8_tile)(BITS, R, 1, VG, rows, xrow, nbp, xq_off, b, sc, zpv, zp_mode, bias, bs, kb, j, y, ldy);
+        PB_UK(PB_DT, nbits_i8_tile)(BITS, R, 1, rows, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, bias, bs, kb, j, y, ldy);
 }
 
-#define PB_NB_RMAX (PB_LANES >= 16 ? 4 : 2) /* rows a tile: 32 vector registers on AVX-512, 16 on AVX2 */
-static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_cols_vg)(
-    const int BITS, const int VG, const float *rows, int64_t xrow, int64_t nrows, int64_t nbp, int64_t xq_off,
-    const uint8_t *b, const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0,
-    int64_t j1, T *y, int64_t ldy) {
+#define PB_NB_RMAX 4 /* rows a tile */
+static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_cols_bits)(
+    const int BITS, const float *rows, int64_t xrow, int64_t nrows, int64_t nbp, int64_t xq_off, const uint8_t *bp,
+    const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0, int64_t j1, T *y,
+    int64_t ldy) {
     int64_t r = 0;
-#define NB_ROWS(RR) PB_UK(PB_DT, nbits_i8_rows)(BITS, RR, VG, rows + r * xrow, xrow, nbp, xq_off, b, sc, zpv, zp_mode, \
+#define NB_ROWS(RR) PB_UK(PB_DT, nbits_i8_rows)(BITS, RR, rows + r * xrow, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, \
                                                 bias, bs, kb, j0, j1, y + r * ldy, ldy)
     for (; r + PB_NB_RMAX <= nrows; r += PB_NB_RMAX) NB_ROWS(PB_NB_RMAX);
-    for (; r < nrows; r++) NB_ROWS(1); /* a tile of 2 rows on AVX-512 too: more build time for 2 or 3 rows */
+    for (; r < nrows; r++) NB_ROWS(1);
 #undef NB_ROWS
 }
 
-/* VG = lanes a block takes in one vector: min(block bytes / 4, LANES), a power of two */
-static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_cols_bits)(
-    const int BITS, const float *rows, int64_t xrow, int64_t nrows, int64_t nbp, int64_t xq_off, const uint8_t *b,
-    const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0, int64_t j1, T *y,
-    int64_t ldy) {
-    const int64_t lpb = bs * BITS / 32;
-    const int vg = lpb < PB_LANES ? (int)lpb : PB_LANES;
-#define NB_VG(V) PB_UK(PB_DT, nbits_i8_cols_vg)(BITS, V, rows, xrow, nrows, nbp, xq_off, b, sc, zpv, zp_mode, bias, bs, \
-                                                kb, j0, j1, y, ldy)
-    switch (vg) {
-        case 1: NB_VG(1); break;
-        case 2: NB_VG(2); break;
-        case 4: NB_VG(4); break;
-#if PB_LANES >= 8
-        case 8: NB_VG(8); break;
-#endif
-#if PB_LANES >= 16
-        case 16: NB_VG(16); break;
-#endif
-        default: break;
-    }
-#undef NB_VG
-}
-
 static void PB_UK(PB_DT, matmul_nbits_i8_cols)(const float *rows, int64_t xrow, int64_t nrows, int64_t nbp,
-                                               int64_t xq_off, const uint8_t *b, const void *scales, const void *zp,
+                                               int64_t xq_off, const uint8_t *bp, const void *scales, const void *zp,
                                                int zp_mode, const void *bias, int bits, int64_t block_size, int64_t kb,
                                                int64_t j0, int64_t j1, void *y, int64_t ldy) {
     const T *sc = (const T *)scales, *bi = (const T *)bias;
     T *yy = (T *)y;
-#define NB_BITS(B) PB_UK(PB_DT, nbits_i8_cols_bits)(B, rows, xrow, nrows, nbp, xq_off, b, sc, zp, zp_mode, bi, \
+#define NB_BITS(B) PB_UK(PB_DT, nbits_i8_cols_bits)(B, rows, xrow, nrows, nbp, xq_off, bp, sc, zp, zp_mode, bi, \
                                                     block_size, kb, j0, j1, yy, ldy)
     switch (bits) {
         case 2: NB_BITS(2); break;

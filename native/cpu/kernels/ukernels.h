@@ -98,10 +98,10 @@ typedef void (*pb_matmul_nbits_ukernel)(const float *xp, const uint8_t *b, const
                                         int64_t kb, int64_t j0, int64_t j1, void *y);
 /* MatMulNBits accuracy_level 4: columns [j0, j1) of nrows rows of Y (ldy elements a row) from the
  * rows of A quantized to int8 and laid out by the driver, xrow floats apart: each row's blocks' int8
- * sums at [0, nbp), their scales at [nbp, 2 nbp), its int8 units from float xq_off on
- * (kernels/nbits.inc.c states the layout); the rest as pb_matmul_nbits_ukernel. */
+ * sums at [0, nbp), their scales at [nbp, 2 nbp), its int8 values from float xq_off on; bp: B
+ * packed (kernels/nbits.inc.c states both layouts); the rest as pb_matmul_nbits_ukernel. */
 typedef void (*pb_matmul_nbits_i8_ukernel)(const float *rows, int64_t xrow, int64_t nrows, int64_t nbp, int64_t xq_off,
-                                           const uint8_t *b, const void *scales, const void *zp, int zp_mode,
+                                           const uint8_t *bp, const void *scales, const void *zp, int zp_mode,
                                            const void *bias, int bits, int64_t block_size, int64_t kb, int64_t j0,
                                            int64_t j1, void *y, int64_t ldy);
 /* Columns [j0, j1) of one row of A times B (M = 1). */

@@ -51,7 +51,6 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
 typedef __m256i vi;
 static inline vi vi_zero(void) { return _mm256_setzero_si256(); }
 static inline vi vi_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-static inline void vi_store(void *p, vi a) { _mm256_storeu_si256((__m256i *)p, a); }
 static inline vi vi_u8_field(vi v, int shift, int mask) {
     return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
 }
@@ -63,8 +62,6 @@ static inline vi vi_dot_u8(vi acc, vi u, vi s) {
     return _mm256_add_epi32(vi_dot(acc, lo, s), _mm256_slli_epi32(vi_dot(vi_zero(), hi, s), 4));
 }
 static inline vf vi_to_vf(vi a) { return _mm256_cvtepi32_ps(a); }
-/* lanes 0..3: a's adjacent pairs summed (a0+a1, a2+a3, ...), lanes 4..7: b's */
-static inline vi vi_pair_sums(vi a, vi b) { return _mm256_permute4x64_epi64(_mm256_hadd_epi32(a, b), 0xD8); }
 /* lane i = field i of the bits-wide fields packed lowest first from p (8 lanes: bits bytes read) */
 static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
     uint64_t w = 0;

@@ -39,7 +39,6 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
 typedef __m512i vi;
 static inline vi vi_zero(void) { return _mm512_setzero_si512(); }
 static inline vi vi_load(const void *p) { return _mm512_loadu_si512(p); }
-static inline void vi_store(void *p, vi a) { _mm512_storeu_si512(p, a); }
 /* each byte (b >> shift) & mask (16-bit shifts: the mask drops the bits shifted in from the next byte) */
 static inline vi vi_u8_field(vi v, int shift, int mask) {
     return _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi8((char)mask));
@@ -47,12 +46,6 @@ static inline vi vi_u8_field(vi v, int shift, int mask) {
 static inline vi vi_dot(vi acc, vi u, vi s) { return _mm512_dpbusd_epi32(acc, u, s); }
 static inline vi vi_dot_u8(vi acc, vi u, vi s) { return _mm512_dpbusd_epi32(acc, u, s); }
 static inline vf vi_to_vf(vi a) { return _mm512_cvtepi32_ps(a); }
-/* lanes 0..7: a's adjacent pairs summed (a0+a1, a2+a3, ...), lanes 8..15: b's */
-static inline vi vi_pair_sums(vi a, vi b) {
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, ev, b), _mm512_permutex2var_epi32(a, od, b));
-}
 /* lane i = field i of the bits-wide fields packed lowest first from p (16 lanes: 16 x bits / 8
  * bytes read) */
 static inline vf vf_load_u_fields(const uint8_t *p, int bits) {

@@ -62,7 +62,6 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
 typedef union { int32_t v[PB_LANES]; uint8_t b[4 * PB_LANES]; } vi;
 static inline vi vi_zero(void) { vi r; PB_VLOOP(i) r.v[i] = 0; return r; }
 static inline vi vi_load(const void *p) { vi r; memcpy(r.b, p, sizeof r.b); return r; }
-static inline void vi_store(void *p, vi a) { memcpy(p, a.b, sizeof a.b); }
 static inline vi vi_u8_field(vi v, int shift, int mask) {
     for (int i = 0; i < 4 * PB_LANES; i++) v.b[i] = (uint8_t)((v.b[i] >> shift) & mask);
     return v;
@@ -73,14 +72,6 @@ static inline vi vi_dot(vi acc, vi u, vi s) {
 }
 static inline vi vi_dot_u8(vi acc, vi u, vi s) { return vi_dot(acc, u, s); }
 static inline vf vi_to_vf(vi a) { vf r; PB_VLOOP(i) r.v[i] = (float)a.v[i]; return r; }
-static inline vi vi_pair_sums(vi a, vi b) {
-    vi r;
-    for (int i = 0; i < PB_LANES / 2; i++) {
-        r.v[i] = a.v[2 * i] + a.v[2 * i + 1];
-        r.v[PB_LANES / 2 + i] = b.v[2 * i] + b.v[2 * i + 1];
-    }
-    return r;
-}
 static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
     vf r;
     PB_VLOOP(i) r.v[i] = (float)((p[i * bits / 8] >> (i * bits % 8)) & ((1 << bits) - 1));
