@@ -122,7 +122,7 @@ class MatMulNBits(Op):
                    "the int8-activation reference)"),
     )
     bound = "compute"
-    kernel_optional_args = ("zero_points", "bias")
+    kernel_optional_args = ("zero_points", "bias", "b_packed")  # b_packed NULL: the call regroups B itself
     floors = {"f32": 1e-6, "f16": 1e-3, "bf16": 8e-3}
     test_cases = (
         {"m": 1, "k": 64, "n": 24},
