@@ -6,6 +6,8 @@ k_blocks); bias None or (N,); Y (M, N). perfbench/ops/_nbits.py has the layout a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from perfbench.errors import UsageError
@@ -22,9 +24,22 @@ from perfbench.kernels_ffi.library import Library
 from perfbench.kernels_ffi.wrappers import KernelCall
 
 
+@dataclass(frozen=True)
+class PackedNBits:
+    """B regrouped once by pb_matmul_nbits_pack_b (outside any timed call): the buffer and what it
+    was made from (a call checks that it gets that same b and layout)."""
+
+    buf: np.ndarray
+    source: np.ndarray
+    n: int
+    k: int
+    bits: int
+    block_size: int
+
+
 def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray, y: np.ndarray, *, k: int, n: int,
                  bits: int, block_size: int, zero_points: np.ndarray | None = None, bias: np.ndarray | None = None,
-                 accuracy_level: int = 0, packed_b: np.ndarray | None = None, threads: int = 1) -> KernelCall:
+                 accuracy_level: int = 0, packed_b: PackedNBits | None = None, threads: int = 1) -> KernelCall:
     """Y = A @ W + bias. packed_b (accuracy 4): pack_b's regrouping of this b, made once (as ORT
     prepacks a constant weight); without it the call regroups b itself, every time."""
     name = "matmul_nbits"
@@ -74,14 +89,13 @@ def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray,
     if y.shape != (m, n):
         raise UsageError(f"{name}: y must be (M, N) = {(m, n)}, got {y.shape}")
     if packed_b is not None:
-        check_array(packed_b, "packed_b", name)
         if accuracy_level != 4:
             raise UsageError(f"{name}: packed_b is for accuracy_level 4 (the int8 kernel), not {accuracy_level}")
-        if packed_b.dtype != np.uint8 or packed_b.ndim != 1 or packed_b.size != packed_bytes(lib, n, k, bits, block_size):
-            raise UsageError(f"{name}: packed_b must be pack_b's result for this b (uint8, "
-                             f"{packed_bytes(lib, n, k, bits, block_size)} bytes), got {packed_b.dtype}{packed_b.shape}")
+        if not isinstance(packed_b, PackedNBits) or packed_b.source is not b or \
+                (packed_b.n, packed_b.k, packed_b.bits, packed_b.block_size) != (n, k, bits, block_size):
+            raise UsageError(f"{name}: packed_b must be pack_b's result for this b, n, k, bits and block_size")
     check_no_overlap(name, {"y": y}, {"a": a, "b": b, "scales": scales, "zero_points": zero_points, "bias": bias,
-                                      "packed_b": packed_b})
+                                      "packed_b": packed_b.buf if packed_b is not None else None})
     args = lib.ffi.new("pb_matmul_nbits_args*")
     set_exec(args, check_threads(threads, name), "cpu", name)
     args.dtype, args.bits, args.block_size, args.zp_packed = dt.onnx, bits, int(block_size), zp_packed
@@ -93,25 +107,26 @@ def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray,
     if bias is not None:
         args.bias = lib.ptr(bias)
     if packed_b is not None:
-        args.b_packed = lib.ptr(packed_b)
-    return KernelCall(lib, name, args, [a, b, scales, zero_points, bias, y, packed_b])
+        args.b_packed = lib.ptr(packed_b.buf)
+    return KernelCall(lib, name, args, [a, b, scales, zero_points, bias, y, packed_b.buf if packed_b else None])
 
 
-def packed_bytes(lib: Library, n: int, k: int, bits: int, block_size: int) -> int:
+def packed_bytes(lib: Library, n: int, k: int, bits: int, block_size: int, what: str = "matmul_nbits") -> int:
     out = lib.ffi.new("int64_t*")
-    lib.check(lib.lib.pb_matmul_nbits_packed_bytes(n, k, bits, block_size, out), "matmul_nbits_packed_bytes")
+    lib.check(lib.lib.pb_matmul_nbits_packed_bytes(n, k, bits, block_size, out), what)
     return int(out[0])
 
 
-def pack_b(lib: Library, b: np.ndarray, *, n: int, k: int, bits: int, block_size: int) -> np.ndarray:
+def pack_b(lib: Library, b: np.ndarray, *, n: int, k: int, bits: int, block_size: int) -> PackedNBits:
     """b (N, k_blocks, blob) uint8 regrouped for accuracy_level 4 (per group of 16 blocks, per 4-byte
-    word, the word of each block: native/cpu/kernels/nbits.inc.c), now (not timed)."""
+    word, the word of each block: native/cpu/kernels/nbits.inc.c), now (not timed). The result
+    stands for b as it is now: b changed in place afterwards leaves it stale."""
     name = "matmul_nbits_pack_b"
     check_array(b, "b", name)
     kb = -(-k // block_size) if block_size > 0 else 0
     if b.dtype != np.uint8 or b.shape != (n, kb, block_size * bits // 8):
         raise UsageError(f"{name}: b must be uint8 of shape (N, k_blocks, blob) = {(n, kb, block_size * bits // 8)}, "
                          f"got {b.dtype}{b.shape}")
-    out = np.empty(packed_bytes(lib, n, k, bits, block_size), np.uint8)
+    out = np.empty(packed_bytes(lib, n, k, bits, block_size, name), np.uint8)
     lib.check(lib.lib.pb_matmul_nbits_pack_b(lib.ptr(b), n, k, bits, block_size, lib.ptr(out), out.size), name)
-    return out
+    return PackedNBits(out, b, n, k, bits, block_size)

@@ -2,12 +2,12 @@
 ops/_nbits.py (reference; reference_int8_a at 4: both checked against ORT sessions in tests/ops/
 test_nbits_reference.py), on every ISA path this CPU runs, in f32, f16 and bf16: bits 2, 4 and 8;
 blocks whose bytes are fewer than a vector (2 bits x 16: 4 bytes) and more (4 bits x 256: 128
-bytes, two AVX-512 int8 units); block counts under, at and past a group of LANES blocks; K not a
-multiple of the block; zero points packed, unpacked or absent; a bias; M > 1 over column
+bytes); block counts under, at and past a packed group of 16 blocks; K not a multiple of the block; zero points packed, unpacked or absent; a bias; M > 1 over column
 sub-blocks; 2 threads; k = 0; rounding ties; and the bad arguments Python and C refuse."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -44,10 +44,9 @@ def _ref(acc):
 def test_matches_the_float64_reference_on_every_path(lib, dt, acc):
     rng = np.random.default_rng(21)
     # (2, 200, 9, 4, 16): 4-bit blocks of 8 bytes (under AVX-512's 16 lanes), 13 blocks (odd: the last
-    # packed zero-point byte half used); (2, 100, 5, 8, 32): an 8-bit K tail; at accuracy 4, groups of
-    # LANES blocks: (3, 1000, ...) 32 blocks (whole groups), (2, 4200, 6, 4, 256) 17 (a group and one
-    # block, each block two 64-byte units), (1, 2048, 3, 8, 128) 16, (1, 600, 4, 2, 16) 38 (a vector
-    # lane per block)
+    # packed zero-point byte half used); (2, 100, 5, 8, 32): an 8-bit K tail; at accuracy 4, packed
+    # groups of 16 blocks: (3, 1000, ...) 32 blocks (whole groups), (2, 4200, 6, 4, 256) 17 (a group
+    # and one block of 32 words), (1, 2048, 3, 8, 128) 16, (1, 600, 4, 2, 16) 38 (one word a block)
     shapes = [(1, 256, 40, 4, 32), (3, 1000, 17, 4, 32), (2, 300, 9, 2, 16), (1, 512, 33, 8, 64), (2, 512, 20, 4, 128),
               (1, 100, 5, 2, 32), (4, 64, 3, 8, 16), (2, 200, 9, 4, 16), (2, 100, 5, 8, 32)]
     if acc == 4:
@@ -226,8 +225,31 @@ def test_accuracy_4_with_b_packed_once_gives_the_same_bytes(lib):
     pb = pack_b(lib, b, n=4, k=64, bits=4, block_size=32)
     with pytest.raises(UsageError, match="packed_b is for accuracy_level 4"):
         matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z, packed_b=pb)
-    with pytest.raises(UsageError, match="pack_b's result"):
-        matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z, packed_b=pb[:-1],
+    with pytest.raises(UsageError, match="pack_b's result"):  # another b of the same shape
+        matmul_nbits(lib, a, b.copy(), s, y, k=64, n=4, bits=4, block_size=32, zero_points=z, packed_b=pb,
                      accuracy_level=4)
+    b2 = np.zeros((4, 1, 16), np.uint8)  # 2 bits, block 64: as many packed bytes as 4 bits, block 32
+    with pytest.raises(UsageError, match="pack_b's result"):
+        matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z, accuracy_level=4,
+                     packed_b=dataclasses.replace(pack_b(lib, b2, n=4, k=64, bits=2, block_size=64), source=b))
     with pytest.raises(NativeError, match="block_size=512"):
         pack_b(lib, np.zeros((4, 1, 256), np.uint8), n=4, k=64, bits=4, block_size=512)
+
+
+def test_accuracy_4_tiles_of_rows_run_k_in_chunks_when_the_l1_is_small(lib):
+    """An L1d of 4 KiB: a tile of 4 rows then runs K in chunks of one group of 16 blocks (35 blocks:
+    16 + 16 + 3), over blocks of 64 columns (70 columns: 64 + 6); M = 6 = a tile of 4 and 2 rows
+    alone. Same Y as the reference on every path."""
+    rng = np.random.default_rng(30)
+    lib.check(lib.lib.pb_set_core_cache_bytes(4096, 0), "set caches")
+    try:
+        for isa in isas_to_test(lib):
+            lib.select_isa(isa)
+            a, b, s, z, bi = _case(rng, "f32", 6, 1100, 70, 4, 32, "packed", True)
+            y = np.full((6, 70), np.nan, np.float32)
+            matmul_nbits(lib, a, b, s, y, k=1100, n=70, bits=4, block_size=32, zero_points=z, bias=bi,
+                         accuracy_level=4).run()
+            assert _err(y, nb.reference_int8_a(a, b, s, z, bi, k=1100, bits=4, block_size=32)) <= TOL["f32"], isa
+    finally:
+        lib._set_llc()
+        lib.select_isa("auto")

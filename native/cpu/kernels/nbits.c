@@ -5,15 +5,16 @@
  * per bit field: the k values of that field, zero past k and past a short block's bytes). Work items are blocks of columns; an item runs every row over its columns in
  * sub-blocks whose weight bytes fit half the L2, so that for M > 1 the rows after the first read
  * them from the L2 rather than memory (reasoned from the sizes; not measured).
- * accuracy_level 4: each row of A is quantized per block to int8 (nb_quantize_rows) and laid out per
- * unit of 4 x LANES weight bytes, with its lane vectors of sums and scales; same work items. */
+ * accuracy_level 4: B regrouped per group of 16 blocks and 4-byte word (nb_pack, unless given
+ * packed); each row of A quantized per block to int8 (nb_quantize_row) and laid out to match, with
+ * its blocks' int8 sums and scales; same work items, each running all rows (in tiles). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "../internal.h"
 
-#define NB_G 16 /* blocks a packed group (PB_NB_GROUP in kernels/nbits.inc.c) */
+#define NB_G PB_NB_GROUP
 
 typedef struct {
     const pb_matmul_nbits_args *a;
