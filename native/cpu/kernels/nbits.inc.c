@@ -172,15 +172,16 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_tile)(
 
 /* Columns [j0, j1) of R rows: one row takes two columns at a time (sharing the loads of x), more
  * rows one column (sharing its unpacked fields; R x NC accumulators must fit the registers). When
- * the R rows' int8 values outgrow half the L1d, K runs in chunks of whole groups, each over a block
- * of up to 64 columns whose partial sums wait in res: at 16 x 11008 x 4096 the 4 rows' 55 KiB had
- * put us at 1.03x ORT against 0.70x at K = 4096. */
+ * the R rows' int8 values outgrow the L1d, K runs in chunks of whole groups, each over a block of
+ * up to 64 columns whose partial sums wait in `part`. perfbench ab on a Zen 4 (32 KiB L1d): with
+ * chunks at 4 x 11 KiB rows (K = 11008) the 11008 x 4096 cells at M = 16 and 128 took 14-30% less
+ * time; chunking already at half the L1d also split K = 4096 (4 x 4.2 KiB) and cost it 9-18%. */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_rows)(
     const int BITS, const int R, const float *rows, int64_t xrow, int64_t nbp, int64_t xq_off, const uint8_t *bp,
     const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0, int64_t j1, T *y,
     int64_t ldy) {
     const int64_t G = PB_NB_GROUP, row_group = G * bs + 2 * G * (int64_t)sizeof(float); /* a row's bytes a group */
-    int64_t chunk = pb_l1d_bytes() / 2 / (R * row_group) * G;
+    int64_t chunk = pb_l1d_bytes() / (R * row_group) * G;
     if (chunk < G) chunk = G;
     if (R == 1 || chunk >= kb) chunk = kb;
     for (int64_t jb = j0; jb < j1; jb += 64) {
