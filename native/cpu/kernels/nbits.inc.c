@@ -173,9 +173,10 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_tile)(
 /* Columns [j0, j1) of R rows: one row takes two columns at a time (sharing the loads of x), more
  * rows one column (sharing its unpacked fields; R x NC accumulators must fit the registers). When
  * the R rows' int8 values outgrow the L1d, K runs in chunks of whole groups, each over a block of
- * up to 64 columns whose partial sums wait in `part`. perfbench ab on a Zen 4 (32 KiB L1d): with
- * chunks at 4 x 11 KiB rows (K = 11008) the 11008 x 4096 cells at M = 16 and 128 took 14-30% less
- * time; chunking already at half the L1d also split K = 4096 (4 x 4.2 KiB) and cost it 9-18%. */
+ * up to 64 columns whose partial sums wait in `part`. perfbench ab against no chunks on a Zen 4
+ * (32 KiB L1d), 1 thread: 11008 x 4096 at M = 16 and 128 took 5-23% less time (3 of 4 cells
+ * flagged improvements), 4096 x 4096 unchanged; chunking already at half the L1d also split
+ * K = 4096 (4 x 4.2 KiB) and cost it 9-18%. */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_rows)(
     const int BITS, const int R, const float *rows, int64_t xrow, int64_t nbp, int64_t xq_off, const uint8_t *bp,
     const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0, int64_t j1, T *y,
