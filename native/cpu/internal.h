@@ -67,6 +67,12 @@ typedef struct pb_isa {
 
 const pb_isa *pb_active_isa(void);
 
+/* matmul.c's blocked GEMM (A packed per row block, B per kc x NR panel, the tile microkernel) with
+ * B's panels made by `panel(src, ...)` rather than packed from a->b, which is not read: the GEMM
+ * under other ops whose weights are not a plain matrix (MatMulNBits). a: validated as pb_matmul's,
+ * batch_rank 0, trans_b 0; a bf16 a->dtype only on a path without bf16 pairs (the panels are f32). */
+int pb_matmul_blocked_panels(const pb_matmul_args *a, pb_matmul_panel_ukernel panel, const void *src);
+
 /* Each compiled ISA file defines one of these. */
 extern const pb_isa pb_isa_portable;
 extern const pb_isa pb_isa_portable16;

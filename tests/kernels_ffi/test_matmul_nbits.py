@@ -93,22 +93,48 @@ def test_accuracy_4_rounds_ties_to_even(lib):
     lib.select_isa("auto")
 
 
-@pytest.mark.parametrize("acc", [0, 4])
-def test_two_threads_and_rows_over_column_sub_blocks(lib, acc):
-    """Past the grain, so both threads work; M = 5 rows each over every column sub-block (the L2 is
-    set to 8 KiB: a sub-block of 64 columns of 128 bytes of weights each)."""
+@pytest.mark.parametrize(("acc", "m"), [(0, 1), (0, 5), (4, 5)])
+def test_two_threads_and_rows_over_column_sub_blocks(lib, acc, m):
+    """Past the grain, so both threads work; the row kernel (accuracy 0, M = 1) and accuracy 4's row
+    tiles over every column sub-block (the L2 is set to 8 KiB: a sub-block of 64 columns of 256
+    bytes of weights each); accuracy 0 at M = 5 runs the GEMM over dequantized panels, K in steps."""
     rng = np.random.default_rng(22)
     lib.check(lib.lib.pb_set_core_cache_bytes(4096, 8192), "set caches")
     try:
         for isa in isas_to_test(lib):
             lib.select_isa(isa)
-            a, b, s, z, bi = _case(rng, "f32", 5, 256, 300, 4, 32, "packed", True)
-            y = np.full((5, 300), np.nan, np.float32)
+            a, b, s, z, bi = _case(rng, "f32", m, 512, 300, 4, 32, "packed", True)
+            y = np.full((m, 300), np.nan, np.float32)
             before = int(lib.lib.pb_pool_multi_regions())
-            matmul_nbits(lib, a, b, s, y, k=256, n=300, bits=4, block_size=32, zero_points=z, bias=bi, threads=2,
+            matmul_nbits(lib, a, b, s, y, k=512, n=300, bits=4, block_size=32, zero_points=z, bias=bi, threads=2,
                          accuracy_level=acc).run()
             assert int(lib.lib.pb_pool_multi_regions()) > before, isa
-            assert _err(y, _ref(acc)(a, b, s, z, bi, k=256, bits=4, block_size=32)) <= TOL["f32"], isa
+            assert _err(y, _ref(acc)(a, b, s, z, bi, k=512, bits=4, block_size=32)) <= TOL["f32"], isa
+    finally:
+        lib._set_llc()
+        lib.select_isa("auto")
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
+def test_accuracy_0_gemm_over_dequantized_panels(lib, dt):
+    """M >= 3 at accuracy 0: matmul.c's blocked GEMM over panels of B dequantized per kc x NR. The L2
+    is set so that kc is 72 on 16-lane paths (NR = 32 floats: 147456 / 16 / 128): K steps that start
+    inside a vector's 16 words and, at 2 bits, inside a word; N = 16 and 8 fill half a panel (its
+    other half must be zero), N = 70 ends in a short panel; M = 9 and 20 span register tiles (MR 6
+    or 8); K = 1000 ends inside a block."""
+    rng = np.random.default_rng(29)
+    lib.check(lib.lib.pb_set_core_cache_bytes(4096, 147456), "set caches")
+    shapes = [(9, 1000, 70, 4, 32), (5, 700, 16, 2, 16), (3, 520, 8, 8, 64), (20, 300, 33, 4, 128),
+              (4, 2000, 40, 2, 64)]
+    try:
+        for isa in isas_to_test(lib):
+            lib.select_isa(isa)
+            for (m, k, n, bits, bs), zp, bias in itertools.product(shapes, ("packed", "float", "none"), (False, True)):
+                a, b, s, z, bi = _case(rng, dt, m, k, n, bits, bs, zp, bias)
+                y = np.full((m, n), np.nan, a.dtype)
+                matmul_nbits(lib, a, b, s, y, k=k, n=n, bits=bits, block_size=bs, zero_points=z, bias=bi).run()
+                ref = nb.reference(a, b, s, z, bi, k=k, bits=bits, block_size=bs)
+                assert _err(y, ref) <= TOL[dt], (isa, m, k, n, bits, bs, zp, bias, _err(y, ref))
     finally:
         lib._set_llc()
         lib.select_isa("auto")

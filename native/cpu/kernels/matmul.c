@@ -39,6 +39,8 @@ typedef struct {
     int pairs;                       /* bf16 packed as pairs (isa->mm_bf16_pairs): ceil(k / 2) words per k run */
     int64_t icb, ngroups, gpanels; /* row blocks per batch, panel groups, panels per group */
     const float *bp;                 /* B packed once outside the call, or NULL: each item packs its own */
+    pb_matmul_panel_ukernel panel;   /* non-NULL: each item's panels made by panel(panel_src, ...), not from b */
+    const void *panel_src;
     /* B as stored: element (p, j) at b + p * brs + j * bcs (plus its batch's offset) */
     const char *b;
     int64_t brs, bcs;
@@ -46,6 +48,8 @@ typedef struct {
 } mm_ctx;
 
 static int64_t mm_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static int mm_run_blocked(mm_ctx *cp, int64_t batch);
 
 /* packed words that a run of kk k-values takes: kk (f32), or ceil(kk / 2) pairs; K-step offsets
  * p0 are even wherever pairs meet more than one K step (kc is then a multiple of 8) */
@@ -161,7 +165,9 @@ static void mm_compute_range(void *ctx, int64_t t0, int64_t t1) {
             for (int64_t q = q0; q < q1; q++) {
                 int64_t j0 = q * nr, nb = n - j0 < nr ? n - j0 : nr;
                 const float *bpan = bblk;
-                if (own_b)
+                if (c->panel != NULL)
+                    c->panel(c->panel_src, p0, kcb, j0, nb, bblk);
+                else if (own_b)
                     pack_b(c->b + boff * (int64_t)c->es, c->brs, c->bcs, p0, kcb, j0, nb, bblk);
                 else
                     bpan = c->bp + mm_kw(c, p0) * c->npad + q * nr * kwb;
@@ -402,6 +408,28 @@ int pb_matmul(const void *args) {
         g.nchunks = (a->n + g.chunk - 1) / g.chunk;
         return pb_parallel_for(threads, batch * a->m * g.nchunks, gemv_range, &g);
     }
+    c.bp = a->b_packed != NULL ? (const float *)((const char *)a->b_packed + MM_HEADER) : NULL;
+    return mm_run_blocked(&c, batch);
+}
+
+int pb_matmul_blocked_panels(const pb_matmul_args *a, pb_matmul_panel_ukernel panel, const void *src) {
+    int64_t batch;
+    CHECK(mm_validate(a, "matmul_blocked_panels", &batch));
+    mm_ctx c;
+    mm_ctx_init(&c, a, pb_active_isa());
+    if (a->batch_rank != 0 || a->trans_b != 0 || c.pairs || panel == NULL)
+        return pb_fail(PB_ERR_INTERNAL, "matmul_blocked_panels: one f32-panel B (no batch, no transB, no bf16 pairs)");
+    if (a->m == 0 || a->n == 0 || a->k == 0) return PB_OK; /* the callers handle k = 0 */
+    c.panel = panel;
+    c.panel_src = src;
+    return mm_run_blocked(&c, batch);
+}
+
+/* the blocked product over the pool: c initialized (mm_ctx_init), c->bp or c->panel set if given */
+static int mm_run_blocked(mm_ctx *cp, int64_t batch) {
+    mm_ctx c = *cp;
+    const pb_matmul_args *a = c.a;
+    const pb_isa *isa = c.isa;
     const int64_t npanels = c.npad / c.nr;
     int64_t macs;
     if (!pb_mul_ok(batch * a->m * a->n, a->k, &macs)) macs = INT64_MAX;
@@ -426,7 +454,6 @@ int pb_matmul(const void *args) {
      * item's panels) block packed per K step wrote it through the L2 (32 x 1024 x 1024 transB f32
      * at 1 thread, B an input: 478 us in an ab run, where the suite run before had 285 us with B
      * packed outside the call, Zen 5; not side by side) */
-    c.bp = a->b_packed != NULL ? (const float *)((const char *)a->b_packed + MM_HEADER) : NULL;
     int64_t tasks = batch * c.icb * c.ngroups;
     CHECK(pb_parallel_for(threads, tasks, mm_compute_range, &c));
     if (c.failed) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul: no memory for an item's packed blocks");

@@ -105,6 +105,18 @@ typedef void (*pb_matmul_nbits_i8_ukernel)(const float *rows, int64_t xrow, int6
                                            const uint8_t *bp, const void *scales, const void *zp, int zp_mode,
                                            const void *bias, int bits, int64_t block_size, int64_t kb, int64_t j0,
                                            int64_t j1, void *y, int64_t ldy);
+/* MatMulNBits accuracy 0, M > 1 (a GEMM over dequantized panels, run by matmul.c's blocked loop):
+ * k'-rows [p0, p0 + kc) x columns [j0, j0 + nc) of B, each weight scale x (q - zp) in f32, into
+ * ceil(nc / NR) panels of kc x NR as matmul_pack_b lays them out, columns past nc zero; k' runs in
+ * the weight's field order, as pb_matmul_nbits_ukernel's x (per block xblk values). src: a
+ * pb_nbits_panel_src. The type is also the blocked loop's hook for B panels made by the caller. */
+typedef struct pb_nbits_panel_src {
+    const uint8_t *b;
+    const void *scales, *zp;
+    int zp_mode, bits;
+    int64_t block_size, kb;
+} pb_nbits_panel_src;
+typedef void (*pb_matmul_panel_ukernel)(const void *src, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float *dst);
 /* Columns [j0, j1) of one row of A times B (M = 1). */
 typedef void (*pb_matmul_gemv_ukernel)(const void *x, int64_t xs, const void *b, int64_t rs, int64_t cs, int64_t k,
                                        int64_t j0, int64_t j1, void *y, float alpha, float beta, const void *c,

@@ -62,6 +62,32 @@ static inline vi vi_dot_u8(vi acc, vi u, vi s) {
     return _mm256_add_epi32(vi_dot(acc, lo, s), _mm256_slli_epi32(vi_dot(vi_zero(), hi, s), 4));
 }
 static inline vf vi_to_vf(vi a) { return _mm256_cvtepi32_ps(a); }
+static inline vf vi_as_vf(vi a) { return _mm256_castsi256_ps(a); }
+static inline void vi_load_t(const uint8_t *base, int64_t stride, vi w[8]) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(base + i * stride)));
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        w[j] = _mm256_castps_si256(_mm256_permute2f128_ps(r[j], r[4 + j], 0x20));
+        w[4 + j] = _mm256_castps_si256(_mm256_permute2f128_ps(r[j], r[4 + j], 0x31));
+    }
+}
+static inline vi vi_gather_u32(const uint8_t *base, int64_t stride) {
+    const __m256i l = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_i32gather_epi32((const int *)base, _mm256_mullo_epi32(l, _mm256_set1_epi32((int)stride)), 1);
+}
+static inline vf vi_u32_field(vi w, int shift, int mask) {
+    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(w, shift), _mm256_set1_epi32(mask)));
+}
 /* lane i = field i of the bits-wide fields packed lowest first from p (8 lanes: bits bytes read) */
 static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
     uint64_t w = 0;

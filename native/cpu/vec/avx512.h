@@ -46,6 +46,41 @@ static inline vi vi_u8_field(vi v, int shift, int mask) {
 static inline vi vi_dot(vi acc, vi u, vi s) { return _mm512_dpbusd_epi32(acc, u, s); }
 static inline vi vi_dot_u8(vi acc, vi u, vi s) { return _mm512_dpbusd_epi32(acc, u, s); }
 static inline vf vi_to_vf(vi a) { return _mm512_cvtepi32_ps(a); }
+static inline vf vi_as_vf(vi a) { return _mm512_castsi512_ps(a); } /* the same bits */
+/* w[i] lane c = the 4-byte word i of the 16 at base + c * stride (16 rows of 64 bytes transposed:
+ * MatMulNBits' panels, a word of 16 columns a vector) */
+static inline void vi_load_t(const uint8_t *base, int64_t stride, vi w[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i++) t[i] = _mm512_loadu_si512((const void *)(base + i * stride));
+    for (int i = 0; i < 16; i += 2) { /* lane L: (a 4L, b 4L, a 4L+1, b 4L+1), (a 4L+2, ...) */
+        u[i] = _mm512_unpacklo_epi32(t[i], t[i + 1]);
+        u[i + 1] = _mm512_unpackhi_epi32(t[i], t[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* t[i + j] lane L: word 4L + j of rows i .. i + 3 */
+        t[i] = _mm512_unpacklo_epi64(u[i], u[i + 2]);
+        t[i + 1] = _mm512_unpackhi_epi64(u[i], u[i + 2]);
+        t[i + 2] = _mm512_unpacklo_epi64(u[i + 1], u[i + 3]);
+        t[i + 3] = _mm512_unpackhi_epi64(u[i + 1], u[i + 3]);
+    }
+    for (int j = 0; j < 4; j++) { /* the 4 x 4 transpose of 128-bit lanes of t[j], t[4 + j], t[8 + j], t[12 + j] */
+        const __m512i v0 = _mm512_shuffle_i32x4(t[j], t[4 + j], 0x44), v1 = _mm512_shuffle_i32x4(t[j], t[4 + j], 0xEE);
+        const __m512i v2 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], 0x44), v3 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], 0xEE);
+        w[j] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        w[4 + j] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+        w[8 + j] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        w[12 + j] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+    }
+}
+/* lane l = the 4 bytes at base + l * stride (MatMulNBits' panels: one word of each of 16 columns;
+ * 15 x stride must fit an int32) */
+static inline vi vi_gather_u32(const uint8_t *base, int64_t stride) {
+    const __m512i l = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_i32gather_epi32(_mm512_mullo_epi32(l, _mm512_set1_epi32((int)stride)), (const void *)base, 1);
+}
+/* each int32 lane (w >> shift) & mask, as f32 */
+static inline vf vi_u32_field(vi w, int shift, int mask) {
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(w, (unsigned)shift), _mm512_set1_epi32(mask)));
+}
 /* lane i = field i of the bits-wide fields packed lowest first from p (16 lanes: 16 x bits / 8
  * bytes read) */
 static inline vf vf_load_u_fields(const uint8_t *p, int bits) {

@@ -72,6 +72,20 @@ static inline vi vi_dot(vi acc, vi u, vi s) {
 }
 static inline vi vi_dot_u8(vi acc, vi u, vi s) { return vi_dot(acc, u, s); }
 static inline vf vi_to_vf(vi a) { vf r; PB_VLOOP(i) r.v[i] = (float)a.v[i]; return r; }
+static inline vf vi_as_vf(vi a) { vf r; memcpy(r.v, a.v, sizeof r.v); return r; }
+static inline void vi_load_t(const uint8_t *base, int64_t stride, vi w[PB_LANES]) {
+    for (int i = 0; i < PB_LANES; i++) PB_VLOOP(c) memcpy(&w[i].v[c], base + c * stride + 4 * i, 4);
+}
+static inline vi vi_gather_u32(const uint8_t *base, int64_t stride) {
+    vi r;
+    PB_VLOOP(i) memcpy(&r.v[i], base + i * stride, 4);
+    return r;
+}
+static inline vf vi_u32_field(vi w, int shift, int mask) {
+    vf r;
+    PB_VLOOP(i) r.v[i] = (float)(((uint32_t)w.v[i] >> shift) & (uint32_t)mask);
+    return r;
+}
 static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
     vf r;
     PB_VLOOP(i) r.v[i] = (float)((p[i * bits / 8] >> (i * bits % 8)) & ((1 << bits) - 1));
