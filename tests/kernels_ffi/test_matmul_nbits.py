@@ -96,7 +96,7 @@ def test_accuracy_4_rounds_ties_to_even(lib):
 @pytest.mark.parametrize(("acc", "m"), [(0, 1), (0, 5), (4, 5)])
 def test_two_threads_and_rows_over_column_sub_blocks(lib, acc, m):
     """Past the grain, so both threads work; the row kernel (accuracy 0, M = 1) and accuracy 4's row
-    tiles over every column sub-block (the L2 is set to 8 KiB: a sub-block of 64 columns of 256
+    tiles over every column sub-block (the L2 is set to 8 KiB: a sub-block of 16 columns of 256
     bytes of weights each); accuracy 0 at M = 5 runs the GEMM over dequantized panels, K in steps."""
     rng = np.random.default_rng(22)
     lib.check(lib.lib.pb_set_core_cache_bytes(4096, 8192), "set caches")
@@ -115,17 +115,19 @@ def test_two_threads_and_rows_over_column_sub_blocks(lib, acc, m):
         lib.select_isa("auto")
 
 
+@pytest.mark.parametrize("l2", [147456, 540672])
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
-def test_accuracy_0_gemm_over_dequantized_panels(lib, dt):
+def test_accuracy_0_gemm_over_dequantized_panels(lib, dt, l2):
     """M >= 3 at accuracy 0: matmul.c's blocked GEMM over panels of B dequantized per kc x NR. The L2
-    is set so that kc is 72 on 16-lane paths (NR = 32 floats: 147456 / 16 / 128): K steps that start
-    inside a vector's 16 words and, at 2 bits, inside a word; N = 16 and 8 fill half a panel (its
-    other half must be zero), N = 70 ends in a short panel; M = 9 and 20 span register tiles (MR 6
-    or 8); K = 1000 ends inside a block."""
+    is set so that kc is 72 or 264 on 16-lane paths (NR = 32 floats: l2 / 16 / 128; 144 and 528 on
+    8-lane paths): at 72 a K step is fewer words than a vector (the element-by-element chunk), at
+    264 it holds whole vectors of 16 words (transposed in registers) and then a short one, and
+    at 2 bits K steps start inside a word; N = 16 and 8 fill half a panel, N = 70 ends in a short
+    panel; M = 9 and 20 span register tiles (MR 6 or 8); K = 1000 ends inside a block."""
     rng = np.random.default_rng(29)
-    lib.check(lib.lib.pb_set_core_cache_bytes(4096, 147456), "set caches")
+    lib.check(lib.lib.pb_set_core_cache_bytes(4096, l2), "set caches")
     shapes = [(9, 1000, 70, 4, 32), (5, 700, 16, 2, 16), (3, 520, 8, 8, 64), (20, 300, 33, 4, 128),
-              (4, 2000, 40, 2, 64)]
+              (4, 2000, 40, 2, 64), (4, 600, 40, 8, 32)]
     try:
         for isa in isas_to_test(lib):
             lib.select_isa(isa)
@@ -185,20 +187,23 @@ def test_c_refuses_what_python_would(lib):
         call.run()
 
 
-def test_error_stays_at_the_f32_floor_at_k_4096(lib):
-    """The suite's data (the op's make_inputs) at 16 x 4096 x 512: within 1.2e-6 of float64
-    (relative to 1 + |Y|; ORT's f32 path measured 7.7e-7 at 16 x 4096 x 4096). With the zero point
-    folded in after the product (scale x zp x the block's x sum) the cancellation gave 1.7e-6
-    here (2.4e-6 at N = 4096 in the suite)."""
+@pytest.mark.parametrize(("m", "bits"), [(1, 4), (16, 4), (16, 2), (16, 8)])
+def test_error_stays_at_the_f32_floor_at_k_4096(lib, m, bits):
+    """The suite's data (the op's make_inputs) at M x 4096 x 512: within 1.2e-6 of float64
+    (relative to 1 + |Y|; ORT's f32 path measured 7.7e-7 to 9.1e-7 at 16 and 128 x 4096 x 4096).
+    M = 1 runs the row kernel, M = 16 the GEMM over dequantized panels. With the zero point folded
+    in after the product (scale x zp x the block's x sum) the row kernel's cancellation gave 1.7e-6
+    here (2.4e-6 at N = 4096 in the suite); the GEMM's tiles summing 512 k in registers before
+    adding to Y gave 1.66e-6 and 1.86e-6 at 2 and 8 bits in the suite (ORT 7.7e-7 and 8.7e-7)."""
     from perfbench.ops.base import get
 
     op = get("MatMulNBits")
-    case = op.make_case({"m": 16, "k": 4096, "n": 512}, "test")
+    case = op.make_case({"m": m, "k": 4096, "n": 512, "bits": bits}, "test")
     x = op.make_inputs(case, dtypes.get("f32"), np.random.default_rng(25))
-    y = np.empty((16, 512), np.float32)
-    matmul_nbits(lib, x["A"], x["B"], x["scales"], y, k=4096, n=512, bits=4, block_size=32,
+    y = np.empty((m, 512), np.float32)
+    matmul_nbits(lib, x["A"], x["B"], x["scales"], y, k=4096, n=512, bits=bits, block_size=32,
                  zero_points=x["zero_points"]).run()
-    err = _err(y, nb.reference(x["A"], x["B"], x["scales"], x["zero_points"], k=4096, bits=4, block_size=32))
+    err = _err(y, nb.reference(x["A"], x["B"], x["scales"], x["zero_points"], k=4096, bits=bits, block_size=32))
     assert err <= 1.2e-6, err
 
 

@@ -108,7 +108,7 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_panel_param
     }
 }
 
-#define PB_NB_PANEL_BLOCKS 66 /* blocks a panel spans at most: kc <= 1024 (matmul.c), block_size >= 16 */
+#define PB_NB_PANEL_BLOCKS (PB_MM_KC_MAX / 16 + 2) /* blocks a K step spans at most (block_size >= 16) */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_panel_bits)(
     const int BITS, const pb_nbits_panel_src *s, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
     const int per = 8 / BITS, mask = (1 << BITS) - 1, kpw = 32 / BITS;
@@ -163,14 +163,15 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_panel_bits)
                 const vf sv = st[q], zv = zt[q];
                 const int64_t t0 = w * kpw < p0 ? p0 - w * kpw : 0;
                 const int64_t t1 = (w + 1) * kpw > p0 + kc ? p0 + kc - w * kpw : kpw;
-                float *o = d + (w * kpw - p0) * PB_MM_NR;
                 if (t0 == 0 && t1 == kpw) {
+                    float *o = d + (w * kpw - p0) * PB_MM_NR;
 #pragma GCC unroll 16
                     for (int t = 0; t < kpw; t++)
                         vf_store_f32(o + t * PB_MM_NR, vf_mul(vf_sub(vi_u32_field(words[i], BITS * t, mask), zv), sv));
                 } else {
                     for (int64_t t = t0; t < t1; t++)
-                        vf_store_f32(o + t * PB_MM_NR, vf_mul(vf_sub(vi_u32_field(words[i], BITS * (int)t, mask), zv), sv));
+                        vf_store_f32(d + (w * kpw + t - p0) * PB_MM_NR,
+                                     vf_mul(vf_sub(vi_u32_field(words[i], BITS * (int)t, mask), zv), sv));
                 }
             }
         }

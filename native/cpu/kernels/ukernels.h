@@ -105,11 +105,13 @@ typedef void (*pb_matmul_nbits_i8_ukernel)(const float *rows, int64_t xrow, int6
                                            const uint8_t *bp, const void *scales, const void *zp, int zp_mode,
                                            const void *bias, int bits, int64_t block_size, int64_t kb, int64_t j0,
                                            int64_t j1, void *y, int64_t ldy);
-/* MatMulNBits accuracy 0, M > 1 (a GEMM over dequantized panels, run by matmul.c's blocked loop):
- * k'-rows [p0, p0 + kc) x columns [j0, j0 + nc) of B, each weight scale x (q - zp) in f32, into
- * ceil(nc / NR) panels of kc x NR as matmul_pack_b lays them out, columns past nc zero; k' runs in
- * the weight's field order, as pb_matmul_nbits_ukernel's x (per block xblk values). src: a
- * pb_nbits_panel_src. The type is also the blocked loop's hook for B panels made by the caller. */
+/* MatMulNBits accuracy 0, M >= 3 (a GEMM over dequantized panels, run by matmul.c's blocked loop):
+ * k-rows [p0, p0 + kc) x columns [j0, j0 + nc) of B (k in its natural order: A is packed as it
+ * lies), each weight (q - zp) x scale in f32, into ceil(nc / NR) panels of kc x NR as matmul_pack_b
+ * lays them out, columns past nc zero; kc <= PB_MM_KC_MAX. src: a pb_nbits_panel_src. The type is
+ * also the blocked loop's hook for B panels made by the caller. */
+#define PB_MM_KC_MAX 1024 /* the most k a K step of matmul.c's blocked loop takes */
+#define PB_MM_PANEL_ACC_K 128 /* made panels: k a tile sums in registers before adding to Y (matmul.c) */
 typedef struct pb_nbits_panel_src {
     const uint8_t *b;
     const void *scales, *zp;
