@@ -63,14 +63,18 @@ def test_matches_the_float64_reference_on_every_path(lib, dt, acc):
     lib.select_isa("auto")
 
 
-def test_accuracy_4_a_nan_in_a_makes_its_row_nan(lib):
+@pytest.mark.parametrize(("value", "at"), [(np.nan, 40), (np.inf, 40), (-np.inf, 85), (np.nan, 87)])
+def test_accuracy_4_a_nan_or_infinity_in_a_makes_its_row_nan(lib, value, at):
+    """As in reference_int8_a (an infinity's block: scale inf, every q 0 or NaN); k = 90 puts 85
+    and 87 in the last block's partial vector."""
     rng = np.random.default_rng(28)
     for isa in isas_to_test(lib):
         lib.select_isa(isa)
-        a, b, s, z, _ = _case(rng, "f32", 2, 96, 5, 4, 32, "packed", False)
-        a[1, 40] = np.nan
+        a, b, s, z, _ = _case(rng, "f32", 2, 90, 5, 4, 32, "packed", False)
+        a[1, at] = value
+        assert np.isnan(nb.reference_int8_a(a, b, s, z, k=90, bits=4, block_size=32)[1]).all()
         y = np.zeros((2, 5), np.float32)
-        matmul_nbits(lib, a, b, s, y, k=96, n=5, bits=4, block_size=32, zero_points=z, accuracy_level=4).run()
+        matmul_nbits(lib, a, b, s, y, k=90, n=5, bits=4, block_size=32, zero_points=z, accuracy_level=4).run()
         assert np.isnan(y[1]).all() and np.isfinite(y[0]).all(), isa
     lib.select_isa("auto")
 

@@ -8,7 +8,7 @@
  * sub-blocks whose weight bytes fit half the L2, so that for M > 1 the rows after the first read
  * them from the L2 rather than memory (reasoned from the sizes; not measured).
  * accuracy_level 4: B regrouped per group of 16 blocks and 4-byte word (nb_pack, unless given
- * packed); each row of A quantized per block to int8 (nb_quantize_row) and laid out to match, with
+ * packed); each row of A quantized per block to int8 (the matmul_nbits_quant_rows microkernel, rows over the pool) and laid out to match, with
  * its blocks' int8 sums and scales; same work items, each running all rows (in tiles). */
 #include <math.h>
 #include <stdint.h>
@@ -26,7 +26,7 @@
 typedef struct {
     const pb_matmul_nbits_args *a;
     pb_matmul_nbits_ukernel uk;
-    pb_matmul_nbits_i8_ukernel uk8; /* accuracy 4: rows at xp as nb_quantize_row lays them out, B packed at bp */
+    pb_matmul_nbits_i8_ukernel uk8; /* accuracy 4: rows at xp as matmul_nbits_quant_rows lays them out, B packed at bp */
     const uint8_t *bp;
     const float *xp;
     int64_t kb, xrow, chunk, sub, es, lanes8, xq_off; /* accuracy 4: floats of each per-block array, xq's offset */
@@ -58,36 +58,17 @@ static float nb_to_f32(int32_t dtype, const void *p, int64_t i) {
     return ((const float *)p)[i];
 }
 
-/* accuracy 4: row i of A (K values of dtype) quantized per block as ORT's x86 int8 path does it
- * (ops/_nbits.py quantize_a_int8: f32 max |a| over the block's real values, scale max / 127,
- * q = a x (127 / max) rounded half to even, saturated), laid out at `row` (floats): the blocks'
- * int8 sums [0, nbp), their scales [nbp, 2 nbp) (zero past kb), then from xq_off the int8 values
- * per group of NB_G blocks, 4-byte word and bit field (kernels/nbits.inc.c). */
-static void nb_quantize_row(const pb_matmul_nbits_args *a, int64_t i, int64_t kb, int64_t nbp, int64_t xq_off,
-                            int64_t xq_bytes, float *row) {
-    const int64_t bs = a->block_size, per = 8 / a->bits, wpb = bs * a->bits / 32;
-    int8_t *xq = (int8_t *)(row + xq_off);
-    float *sum = row, *sv = row + nbp;
-    memset(row, 0, (size_t)(2 * nbp) * sizeof(float));
-    memset(xq, 0, (size_t)xq_bytes);
-    for (int64_t blk = 0; blk < kb; blk++) {
-        const int64_t p0 = blk * bs, p1 = p0 + bs < a->k ? p0 + bs : a->k;
-        float mx = 0.0f, qs = 0.0f;
-        for (int64_t p = p0; p < p1; p++) {
-            const float v = fabsf(nb_to_f32(a->dtype, a->a, i * a->k + p));
-            mx = v > mx || v != v ? v : mx; /* a NaN sticks: the block's scale is NaN, so Y is (as in the reference) */
-        }
-        const float inv = mx != 0.0f ? 127.0f / mx : 0.0f;
-        for (int64_t p = p0; p < p1; p++) {
-            float q = nearbyintf(nb_to_f32(a->dtype, a->a, i * a->k + p) * inv); /* the default mode: half to even */
-            q = q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q == q ? q : 0.0f;
-            const int64_t o = p - p0, ob = o / per, f = o % per, w = ob / 4; /* block byte, field, word */
-            xq[((blk / NB_G * wpb + w) * per + f) * 4 * NB_G + blk % NB_G * 4 + ob % 4] = (int8_t)q;
-            qs += q; /* exact: |sum| <= 128 x 256 */
-        }
-        sum[blk] = qs;
-        sv[blk] = mx / 127.0f;
-    }
+/* accuracy 4: rows of A quantized (the matmul_nbits_quant_rows microkernel), a range of rows a thread */
+typedef struct {
+    const pb_matmul_nbits_args *a;
+    pb_matmul_nbits_quant_ukernel uk;
+    int64_t kb, nbp, xq_off, xrow;
+    float *rows;
+} nb_quant_ctx;
+
+static void nb_quant_range(void *ctx, int64_t i0, int64_t i1) {
+    const nb_quant_ctx *q = (const nb_quant_ctx *)ctx;
+    q->uk(q->a->a, q->a->k, i0, i1, q->a->bits, q->a->block_size, q->kb, q->nbp, q->xq_off, q->xrow, q->rows);
 }
 
 static int64_t nb_packed_bytes(int64_t n, int64_t kb, int64_t bb) { return n * ((kb + NB_G - 1) / NB_G) * NB_G * bb; }
@@ -220,7 +201,9 @@ int pb_matmul_nbits(const void *args) {
         }
         float *xq = (float *)pb_scratch_slot(1, (size_t)(a->m * c.xrow) * sizeof(float));
         if (xq == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory for the rows of A quantized");
-        for (int64_t i = 0; i < a->m; i++) nb_quantize_row(a, i, kb, c.lanes8, c.xq_off, xq_bytes, xq + i * c.xrow);
+        nb_quant_ctx q = {a, isa->matmul_nbits_quant_rows[pb_dtype_index(a->dtype)], kb, c.lanes8, c.xq_off, c.xrow, xq};
+        /* two passes over each block and a byte scatter: a LayerNormalization's work an element */
+        CHECK(pb_parallel_for(pb_threads_for(a->exec.num_threads, a->m * a->k, PB_GRAIN_NORM), a->m, nb_quant_range, &q));
         c.xp = xq;
     } else {
         /* M > 1 (at least NB_GEMM_MIN_M rows): a GEMM of A (as it lies) by B dequantized a panel at

@@ -105,6 +105,11 @@ typedef void (*pb_matmul_nbits_i8_ukernel)(const float *rows, int64_t xrow, int6
                                            const uint8_t *bp, const void *scales, const void *zp, int zp_mode,
                                            const void *bias, int bits, int64_t block_size, int64_t kb, int64_t j0,
                                            int64_t j1, void *y, int64_t ldy);
+/* MatMulNBits accuracy_level 4: rows [i0, i1) of A (M x K of the dtype) quantized per block to
+ * int8 and laid out at rows + i x xrow as pb_matmul_nbits_i8_ukernel reads them (kernels/nbits.inc.c). */
+typedef void (*pb_matmul_nbits_quant_ukernel)(const void *a, int64_t k, int64_t i0, int64_t i1, int bits,
+                                              int64_t block_size, int64_t kb, int64_t nbp, int64_t xq_off,
+                                              int64_t xrow, float *rows);
 /* MatMulNBits accuracy 0, M >= 3 (a GEMM over dequantized panels, run by matmul.c's blocked loop):
  * k-rows [p0, p0 + kc) x columns [j0, j0 + nc) of B (k in its natural order: A is packed as it
  * lies), each weight (q - zp) x scale in f32, into ceil(nc / NR) panels of kc x NR as matmul_pack_b

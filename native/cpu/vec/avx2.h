@@ -98,6 +98,13 @@ static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
                                         _mm256_and_si256(bit, _mm256_set1_epi32(7)));
     return _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32((1 << bits) - 1)));
 }
+static inline vf vf_abs(vf a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
+static inline void vf_to_i8(vf a, int8_t *out) {
+    a = _mm256_min_ps(_mm256_max_ps(a, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
+    const __m256i i = _mm256_cvtps_epi32(a);
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    _mm_storel_epi64((__m128i *)out, _mm_packs_epi16(w, w));
+}
 static inline vf vf_load_f32(const float *p) { return _mm256_loadu_ps(p); }
 static inline void vf_store_f32(float *p, vf a) { _mm256_storeu_ps(p, a); }
 

@@ -91,6 +91,13 @@ static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
     PB_VLOOP(i) r.v[i] = (float)((p[i * bits / 8] >> (i * bits % 8)) & ((1 << bits) - 1));
     return r;
 }
+static inline vf vf_abs(vf a) { PB_VLOOP(i) a.v[i] = fabsf(a.v[i]); return a; }
+static inline void vf_to_i8(vf a, int8_t *out) {
+    PB_VLOOP(i) {
+        const float q = nearbyintf(a.v[i]); /* the default mode: half to even */
+        out[i] = (int8_t)(q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q == q ? q : 0.0f);
+    }
+}
 static inline vf vf_load_f32(const float *p) { vf r; memcpy(r.v, p, sizeof r.v); return r; }
 static inline void vf_store_f32(float *p, vf a) { memcpy(p, a.v, sizeof a.v); }
 
