@@ -63,6 +63,9 @@ static inline vi vi_dot_u8(vi acc, vi u, vi s) {
 }
 static inline vf vi_to_vf(vi a) { return _mm256_cvtepi32_ps(a); }
 static inline vf vi_as_vf(vi a) { return _mm256_castsi256_ps(a); }
+static inline vi vi_load_u8_lanes(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+static inline vi vi_srl32(vi a, int n) { return _mm256_srli_epi32(a, n); }
+static inline vf vf_lut(vf table, vi idx) { return _mm256_permutevar8x32_ps(table, idx); } /* the index's low 3 bits */
 static inline void vi_load_t(const uint8_t *base, int64_t stride, vi w[8]) {
     __m256 r[8], t[8];
     for (int i = 0; i < 8; i++) r[i] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(base + i * stride)));
@@ -108,6 +111,8 @@ static inline void vf_to_i8(vf a, int8_t *out) {
 static inline vf vf_load_f32(const float *p) { return _mm256_loadu_ps(p); }
 static inline void vf_store_f32(float *p, vf a) { _mm256_storeu_ps(p, a); }
 
+/* one float16 as f32, inline (F16C where the path has it): for per-block scalars in hot loops */
+static inline float vf_f16_scalar(uint16_t h) { return _cvtsh_ss(h); }
 static inline vf vf_load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 static inline void vf_store_f16(uint16_t *p, vf a) {
     _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

@@ -47,6 +47,11 @@ static inline vi vi_dot(vi acc, vi u, vi s) { return _mm512_dpbusd_epi32(acc, u,
 static inline vi vi_dot_u8(vi acc, vi u, vi s) { return _mm512_dpbusd_epi32(acc, u, s); }
 static inline vf vi_to_vf(vi a) { return _mm512_cvtepi32_ps(a); }
 static inline vf vi_as_vf(vi a) { return _mm512_castsi512_ps(a); } /* the same bits */
+/* PB_LANES bytes at p zero-extended to int32 lanes; lanes shifted right; lane l = table[idx_l mod
+ * PB_LANES] (vpermps reads the index's low 4 bits: MatMulNBits' weight fields as indices) */
+static inline vi vi_load_u8_lanes(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+static inline vi vi_srl32(vi a, int n) { return _mm512_srli_epi32(a, (unsigned)n); }
+static inline vf vf_lut(vf table, vi idx) { return _mm512_permutexvar_ps(idx, table); }
 /* w[i] lane c = the 4-byte word i of the 16 at base + c * stride (16 rows of 64 bytes transposed:
  * MatMulNBits' panels, a word of 16 columns a vector) */
 static inline void vi_load_t(const uint8_t *base, int64_t stride, vi w[16]) {
@@ -102,6 +107,8 @@ static inline void vf_to_i8(vf a, int8_t *out) {
 static inline vf vf_load_f32(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vf_store_f32(float *p, vf a) { _mm512_storeu_ps(p, a); }
 
+/* one float16 as f32, inline (F16C where the path has it): for per-block scalars in hot loops */
+static inline float vf_f16_scalar(uint16_t h) { return _cvtsh_ss(h); }
 static inline vf vf_load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 static inline void vf_store_f16(uint16_t *p, vf a) {
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

@@ -73,6 +73,9 @@ static inline vi vi_dot(vi acc, vi u, vi s) {
 static inline vi vi_dot_u8(vi acc, vi u, vi s) { return vi_dot(acc, u, s); }
 static inline vf vi_to_vf(vi a) { vf r; PB_VLOOP(i) r.v[i] = (float)a.v[i]; return r; }
 static inline vf vi_as_vf(vi a) { vf r; memcpy(r.v, a.v, sizeof r.v); return r; }
+static inline vi vi_load_u8_lanes(const uint8_t *p) { vi r; PB_VLOOP(i) r.v[i] = p[i]; return r; }
+static inline vi vi_srl32(vi a, int n) { PB_VLOOP(i) a.v[i] = (int32_t)((uint32_t)a.v[i] >> n); return a; }
+static inline vf vf_lut(vf table, vi idx) { vf r; PB_VLOOP(i) r.v[i] = table.v[(uint32_t)idx.v[i] % PB_LANES]; return r; }
 static inline void vi_load_t(const uint8_t *base, int64_t stride, vi w[PB_LANES]) {
     for (int i = 0; i < PB_LANES; i++) PB_VLOOP(c) memcpy(&w[i].v[c], base + c * stride + 4 * i, 4);
 }
@@ -101,6 +104,8 @@ static inline void vf_to_i8(vf a, int8_t *out) {
 static inline vf vf_load_f32(const float *p) { vf r; memcpy(r.v, p, sizeof r.v); return r; }
 static inline void vf_store_f32(float *p, vf a) { memcpy(p, a.v, sizeof a.v); }
 
+/* one float16 as f32, inline (F16C where the path has it): for per-block scalars in hot loops */
+static inline float vf_f16_scalar(uint16_t h) { return pb_f16_to_f32(h); }
 static inline vf vf_load_f16(const uint16_t *p) { vf r; PB_VLOOP(i) r.v[i] = pb_f16_to_f32(p[i]); return r; }
 static inline void vf_store_f16(uint16_t *p, vf a) { PB_VLOOP(i) p[i] = pb_f32_to_f16(a.v[i]); }
 
