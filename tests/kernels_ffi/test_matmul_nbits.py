@@ -47,8 +47,11 @@ def test_matches_the_float64_reference_on_every_path(lib, dt, acc):
     # packed zero-point byte half used); (2, 100, 5, 8, 32): an 8-bit K tail; at accuracy 4, packed
     # groups of 16 blocks: (3, 1000, ...) 32 blocks (whole groups), (2, 4200, 6, 4, 256) 17 (a group
     # and one block of 32 words), (1, 2048, 3, 8, 128) 16, (1, 600, 4, 2, 16) 38 (one word a block)
+    # at accuracy 0, M < 3 (the row kernel): (1, 1000, 7, 4, 32) and (2, 512, 9, 2, 64) take the lookup
+    # form on 16-lane paths (a K tail; 2-bit indices holding the next fields' bits; an odd last column)
     shapes = [(1, 256, 40, 4, 32), (3, 1000, 17, 4, 32), (2, 300, 9, 2, 16), (1, 512, 33, 8, 64), (2, 512, 20, 4, 128),
-              (1, 100, 5, 2, 32), (4, 64, 3, 8, 16), (2, 200, 9, 4, 16), (2, 100, 5, 8, 32)]
+              (1, 100, 5, 2, 32), (4, 64, 3, 8, 16), (2, 200, 9, 4, 16), (2, 100, 5, 8, 32), (1, 1000, 7, 4, 32),
+              (2, 512, 9, 2, 64)]
     if acc == 4:
         shapes += [(2, 4200, 6, 4, 256), (1, 2048, 3, 8, 128), (1, 600, 4, 2, 16)]
     for isa in isas_to_test(lib):
@@ -63,18 +66,20 @@ def test_matches_the_float64_reference_on_every_path(lib, dt, acc):
     lib.select_isa("auto")
 
 
-@pytest.mark.parametrize(("value", "at"), [(np.nan, 40), (np.inf, 40), (-np.inf, 85), (np.nan, 87)])
-def test_accuracy_4_a_nan_or_infinity_in_a_makes_its_row_nan(lib, value, at):
-    """As in reference_int8_a (an infinity's block: scale inf, every q 0 or NaN); k = 90 puts 85
-    and 87 in the last block's partial vector."""
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize(("value", "at"), [(np.nan, 40), (np.inf, 40), (-np.inf, 85), (np.nan, 89)])
+def test_accuracy_4_a_nan_or_infinity_in_a_makes_its_row_nan(lib, dt, value, at):
+    """As in reference_int8_a (an infinity's block: scale inf, every q 0 or NaN); k = 90 puts 89 in
+    the last block's partial vector on every path (85 too on 16-lane paths)."""
     rng = np.random.default_rng(28)
     for isa in isas_to_test(lib):
         lib.select_isa(isa)
-        a, b, s, z, _ = _case(rng, "f32", 2, 90, 5, 4, 32, "packed", False)
+        a, b, s, z, _ = _case(rng, dt, 2, 90, 5, 4, 32, "packed", False)
         a[1, at] = value
         assert np.isnan(nb.reference_int8_a(a, b, s, z, k=90, bits=4, block_size=32)[1]).all()
-        y = np.zeros((2, 5), np.float32)
+        y = np.zeros((2, 5), a.dtype)
         matmul_nbits(lib, a, b, s, y, k=90, n=5, bits=4, block_size=32, zero_points=z, accuracy_level=4).run()
+        y = np.asarray(y, np.float32)
         assert np.isnan(y[1]).all() and np.isfinite(y[0]).all(), isa
     lib.select_isa("auto")
 
@@ -94,6 +99,24 @@ def test_accuracy_4_rounds_ties_to_even(lib):
         assert _err(y, nb.reference_int8_a(a, b, s, z, k=96, bits=4, block_size=32)) <= TOL["f32"], isa
         away = nb.reference_int8_a(a, b, s, z, k=96, bits=4, block_size=32, half_even=False)
         assert _err(y, away) > 100 * TOL["f32"], isa
+    lib.select_isa("auto")
+
+
+def test_accuracy_4_rows_quantized_over_two_threads(lib):
+    """24 x 4096 values of A: past the quantization's grain, so two threads quantize rows; N = 1 is
+    one column block, run by one thread, so the pool's multi-thread region is the quantization's.
+    The result matches the int8 reference on every path, f32 and bf16."""
+    rng = np.random.default_rng(31)
+    for dt in ("f32", "bf16"):
+        for isa in isas_to_test(lib):
+            lib.select_isa(isa)
+            a, b, s, z, bi = _case(rng, dt, 24, 4096, 1, 4, 64, "packed", True)
+            y = np.full((24, 1), np.nan, a.dtype)
+            before = int(lib.lib.pb_pool_multi_regions())
+            matmul_nbits(lib, a, b, s, y, k=4096, n=1, bits=4, block_size=64, zero_points=z, bias=bi, threads=2,
+                         accuracy_level=4).run()
+            assert int(lib.lib.pb_pool_multi_regions()) > before, isa
+            assert _err(y, nb.reference_int8_a(a, b, s, z, bi, k=4096, bits=4, block_size=64)) <= TOL[dt], (dt, isa)
     lib.select_isa("auto")
 
 
@@ -191,7 +214,7 @@ def test_c_refuses_what_python_would(lib):
         call.run()
 
 
-@pytest.mark.parametrize(("m", "bits"), [(1, 4), (16, 4), (16, 2), (16, 8)])
+@pytest.mark.parametrize(("m", "bits"), [(1, 4), (1, 2), (1, 8), (16, 4), (16, 2), (16, 8)])
 def test_error_stays_at_the_f32_floor_at_k_4096(lib, m, bits):
     """The suite's data (the op's make_inputs) at M x 4096 x 512: within 1.2e-6 of float64
     (relative to 1 + |Y|; ORT's f32 path measured 7.7e-7 to 9.1e-7 at 16 and 128 x 4096 x 4096).
@@ -204,11 +227,16 @@ def test_error_stays_at_the_f32_floor_at_k_4096(lib, m, bits):
     op = get("MatMulNBits")
     case = op.make_case({"m": m, "k": 4096, "n": 512, "bits": bits}, "test")
     x = op.make_inputs(case, dtypes.get("f32"), np.random.default_rng(25))
-    y = np.empty((m, 512), np.float32)
-    matmul_nbits(lib, x["A"], x["B"], x["scales"], y, k=4096, n=512, bits=bits, block_size=32,
-                 zero_points=x["zero_points"]).run()
-    err = _err(y, nb.reference(x["A"], x["B"], x["scales"], x["zero_points"], k=4096, bits=bits, block_size=32))
-    assert err <= 1.2e-6, err
+    ref = nb.reference(x["A"], x["B"], x["scales"], x["zero_points"], k=4096, bits=bits, block_size=32)
+    # M = 1 on every path: the row kernel's lookup form (AVX-512 4 bits, AVX2 and portable 2 bits)
+    # and its field form
+    for isa in isas_to_test(lib) if m == 1 else ["auto"]:
+        lib.select_isa(isa)
+        y = np.empty((m, 512), np.float32)
+        matmul_nbits(lib, x["A"], x["B"], x["scales"], y, k=4096, n=512, bits=bits, block_size=32,
+                     zero_points=x["zero_points"]).run()
+        assert _err(y, ref) <= 1.2e-6, (isa, _err(y, ref))
+    lib.select_isa("auto")
 
 
 def _garbage_padding(rng, b, z, k, bits, bs):

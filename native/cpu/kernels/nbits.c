@@ -80,7 +80,9 @@ static int nb_gemm_bf16_as_f32(const pb_matmul_nbits_args *a, pb_matmul_args *g,
                                const pb_nbits_panel_src *src) {
     const pb_isa *isa = pb_active_isa();
     const int di = pb_dtype_index(PB_DTYPE_BF16);
-    const int64_t mk = a->m * a->k, mn = a->m * a->n;
+    int64_t mk, mn;
+    if (!pb_mul_ok(a->m, a->k, &mk) || !pb_mul_ok(a->m, a->n, &mn) || mk + mn + a->n > PB_SIZE_LIMIT / 4)
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: sizes overflow (f32 copies of A and Y)");
     float *w = (float *)pb_scratch_slot(1, (size_t)(mk + mn + a->n) * sizeof(float));
     if (w == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory for the f32 copies of A and Y");
     isa->cast_to_f32[di](a->a, w, 0, mk);

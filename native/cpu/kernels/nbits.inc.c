@@ -6,8 +6,8 @@
  * registers (vf_load_u8_field; never a dequantized copy of B), its zero point subtracted, and
  * multiplied with the row's x values of that field (the driver lays x out so: field f of byte l is
  * k = l * (8 / bits) + f). A block's sum is scaled once: acc += scale * sum(x (q - zp)). Where
- * a field's values fit the lanes, each field instead looks its dequantized weight up in a vector
- * made once per block (nbits_cols_lut). */
+ * a field's values fit the lanes and a block's bytes fill a vector, each field instead looks its
+ * dequantized weight up in a vector made once per block (nbits_cols_lut). */
 
 /* a scale, zero point or bias element as f32, inline (T_TO_F32 calls the library's converters, per
  * block and column in the row kernel: ours/ORT at 1 x 4096 x 4096 f16, 1 thread, went 2.34 -> 0.99
@@ -94,8 +94,9 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_cols_n)(
     }
 }
 
-/* The same where a field's 2^bits values fit the lanes and a block's bytes fill a vector (AVX-512:
- * 4 bits from block 32 on, 2 bits from 64; AVX2: 2 bits from 32): each block's dequantized
+/* The same where a field's 2^bits values fit the lanes and a block's bytes fill a vector (AVX-512 and
+ * portable16: 4 bits from block 32 on, 2 bits from 64; AVX2: 2 bits from 32; portable: 2 bits; 8
+ * bits nowhere): each block's dequantized
  * weights (v - zp) x scale for v < 2^bits are made once as a vector (lane i: i mod 2^bits) and
  * every field looks its weight up (vf_lut: zero-extend, shift, permute) instead of masking,
  * converting and subtracting it: acc += x x w, the weight rounded to f32 once as in ORT's
@@ -448,7 +449,7 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_quant_row)(
     const int BITS, const T *x, int64_t k, int64_t bs, int64_t kb, int64_t nbp, int64_t xq_off, float *row) {
     const int per = 8 / BITS;
     const int64_t G = PB_NB_GROUP, wpb = bs * BITS / 32, ngr = (kb + G - 1) / G;
-    int8_t *xq = (int8_t *)(row + xq_off), t[256];
+    int8_t *xq = (int8_t *)(row + xq_off), t[256]; /* bs <= 256: the driver refuses more at accuracy 4 */
     float *sum = row, *sv = row + nbp;
     for (int64_t b = kb; b < nbp; b++) sum[b] = sv[b] = 0.0f;
     if (kb % G) memset(xq + (ngr - 1) * G * bs, 0, (size_t)(G * bs)); /* the last group: lanes past kb zero */

@@ -103,6 +103,7 @@ static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
 }
 static inline vf vf_abs(vf a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
 static inline void vf_to_i8(vf a, int8_t *out) {
+    a = _mm256_and_ps(a, _mm256_cmp_ps(a, a, _CMP_ORD_Q)); /* NaN lanes 0 */
     a = _mm256_min_ps(_mm256_max_ps(a, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
     const __m256i i = _mm256_cvtps_epi32(a);
     const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));

@@ -98,9 +98,11 @@ static inline vf vf_load_u_fields(const uint8_t *p, int bits) {
 }
 /* |a| (the sign bit cleared; NaN stays NaN) */
 static inline vf vf_abs(vf a) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff))); }
-/* each lane rounded half to even (the default rounding mode) and saturated to int8, into out[0..LANES)
- * (MatMulNBits' int8 activations); a NaN lane gives some int8 value (the caller's scale is NaN then) */
+/* each lane rounded half to even (the default rounding mode) and saturated to int8, into out[0..LANES),
+ * a NaN lane 0 (MatMulNBits' int8 activations: 0 x inf where a block's max is so small that 127 / max
+ * overflows) */
 static inline void vf_to_i8(vf a, int8_t *out) {
+    a = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, a, _CMP_ORD_Q), a);
     a = _mm512_min_ps(_mm512_max_ps(a, _mm512_set1_ps(-128.0f)), _mm512_set1_ps(127.0f));
     _mm_storeu_si128((__m128i *)out, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(a)));
 }
