@@ -120,7 +120,16 @@ def fmt_numerics(c: dict) -> str:
         return f"MISMATCH {n['err_ours']:.1e}>{n['tol']:.1e}"
     if n["err_ours"] is None:
         return ours.get("status", "-")
-    return f"ok {n['err_ours']:.1e}≤{n['tol']:.1e}"
+    return f"ok {n['err_ours']:.1e}≤{n['tol']:.1e}" + fmt_plain(n)
+
+
+def fmt_plain(n: dict) -> str:
+    """The errors against the op's stated semantics, where the cell was judged against another
+    reference (MatMulNBits accuracy 4): ` plain ours|ORT`."""
+    if n.get("err_ours_plain") is None and n.get("err_ort_plain") is None:
+        return ""
+    f = (lambda v: "-" if v is None else f"{v:.1e}")
+    return f" plain {f(n.get('err_ours_plain'))}|{f(n.get('err_ort_plain'))}"
 
 
 def fmt_ort_path(c: dict) -> str:
@@ -255,7 +264,7 @@ CSV_FIELDS = ["run_id", "case_id", "op", "dtype", "threads", "device", "cache", 
               "ours_throughput", "ort_throughput", "throughput_unit", "ours_peak_share", "ort_peak_share", "level",
               "kernel_ratio", "kernel_ci_low", "kernel_ci_high", "ort_dispatch_share", "vs_ort_f32_ratio",
               "vs_ort_f32_ci_low", "vs_ort_f32_ci_high", "err_ours",
-              "err_ort", "err_ours_vs_ort", "tol", "timing_hash"]
+              "err_ort", "err_ours_vs_ort", "err_ours_plain", "err_ort_plain", "tol", "timing_hash"]
 
 
 def to_csv(doc: dict) -> str:
@@ -276,7 +285,8 @@ def to_csv(doc: dict) -> str:
             "kernel_ci_high": k.get("ci_high"), "ort_dispatch_share": k.get("dispatch_share"),
             "vs_ort_f32_ratio": f.get("ratio"), "vs_ort_f32_ci_low": f.get("ci_low"), "vs_ort_f32_ci_high": f.get("ci_high"),
             "err_ours": c["numerics"]["err_ours"], "err_ort": c["numerics"]["err_ort"],
-            "err_ours_vs_ort": c["numerics"]["err_ours_vs_ort"], "tol": c["numerics"]["tol"],
+            "err_ours_vs_ort": c["numerics"]["err_ours_vs_ort"], "err_ours_plain": c["numerics"].get("err_ours_plain"),
+            "err_ort_plain": c["numerics"].get("err_ort_plain"), "tol": c["numerics"]["tol"],
             "timing_hash": c["timing_hash"],
         })
     return buf.getvalue()

@@ -31,6 +31,7 @@ def cell_view(c, dispatch: dict | None = None) -> dict:
         "sd_log": c.sd_log,
         "kernel_only": verdicts.kernel_only_of(c, dispatch),
         "numerics": {"err_ours": c.err_ours, "err_ort": c.err_ort, "err_ours_vs_ort": c.err_ours_vs_ort,
+                     "err_ours_plain": c.err_ours_plain, "err_ort_plain": c.err_ort_plain,
                      "tol": c.tol, "floor": c.floor},
         "ours": side(ours), "ort": side(ort),
         "work": {"flops": c.flops, "bytes": c.bytes_moved, "bound": c.bound, "level": c.level, "peak": c.peak,

@@ -378,6 +378,13 @@ class Op:
         """float64 outputs from float64 inputs."""
         raise NotImplementedError
 
+    def plain_oracle(self, case: Case, inputs: dict) -> dict | None:
+        """float64 outputs of the op's stated semantics where `oracle` judges the cell against
+        another reference (MatMulNBits accuracy 4: A quantized to int8 first), else None. Errors
+        against it are recorded next to the judged ones (err_ours_plain, err_ort_plain); they
+        judge nothing."""
+        return None
+
     def oracle_inputs(self, case: Case, inputs: dict) -> dict:
         """What oracle (and the mutants) take: the inputs upcast to float64. An op may keep a large
         read-only input in its own dtype (Gather's embedding table: only the rows it gathers are

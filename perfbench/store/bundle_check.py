@@ -144,6 +144,7 @@ FLOAT_RULES = {
     "peaks.value": Rule(),  # > 0 but for the ORT dispatch (check_peak)
     # numerics.gate; the only non-finite values a run stores
     "cells.err_ours": ERROR, "cells.err_ort": ERROR, "cells.err_ours_vs_ort": ERROR,
+    "cells.err_ours_plain": ERROR, "cells.err_ort_plain": ERROR,
     "cells.tol": NONNEG_F, "cells.floor": NONNEG_F,  # tolerance(): clamp(2 err(ORT), floor, 10 floor)
     # stats.ratio_ci: exp of finite logs (0 < lo <= ratio <= hi, check_cell); sd >= 0
     "cells.ratio": POSITIVE, "cells.ratio_lo": POSITIVE, "cells.ratio_hi": POSITIVE,

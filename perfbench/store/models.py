@@ -158,6 +158,10 @@ class Cell(Base):
     err_ours: Mapped[float | None] = mapped_column(Float, nullable=True)
     err_ort: Mapped[float | None] = mapped_column(Float, nullable=True)
     err_ours_vs_ort: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # against the op's stated semantics where the cell is judged against another reference
+    # (Op.plain_oracle: MatMulNBits accuracy 4); NULL elsewhere
+    err_ours_plain: Mapped[float | None] = mapped_column(Float, nullable=True)
+    err_ort_plain: Mapped[float | None] = mapped_column(Float, nullable=True)
     tol: Mapped[float | None] = mapped_column(Float, nullable=True)
     floor: Mapped[float | None] = mapped_column(Float, nullable=True)
     # the ratio and its verdict (CONTRACTS §2)

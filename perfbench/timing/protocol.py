@@ -143,6 +143,8 @@ class CellOutcome:
     err_ours: float | None = None
     err_ort: float | None = None
     err_ours_vs_ort: float | None = None
+    err_ours_plain: float | None = None  # against op.plain_oracle, where the op has one (judges nothing)
+    err_ort_plain: float | None = None
     tol: float | None = None
     floor: float | None = None
     ours_ns: list = field(default_factory=list)  # per replicate
@@ -342,7 +344,13 @@ class Harness:
                 ort_out = None
 
         self.progress("harness: gate")
+        plain = op.plain_oracle(case, op.oracle_inputs(case, inputs))
         for label, o in outs.items():
+            if plain is not None:
+                if ours_outs[label] is not None:
+                    o.err_ours_plain = numerics.max_error(ours_outs[label], plain, rows)
+                if ort_out is not None:
+                    o.err_ort_plain = numerics.max_error(ort_out, plain, rows)
             _share_ort(shared, o)
             o.floor = floor
             if ours_outs[label] is not None:

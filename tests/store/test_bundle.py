@@ -753,7 +753,7 @@ def test_migrations_upgrade_a_0001_database_to_head(tmp_path):
         assert {"invalidated_at", "invalidated_why", "origin"} <= cols
         assert {"calibrations", "calibration_cells", "comparisons", "comparison_rows", "tickets", "ticket_events",
                 "ticket_runs"} <= set(inspect(conn).get_table_names())
-        assert conn.exec_driver_sql("select version_num from alembic_version").scalar() == "0007"
+        assert conn.exec_driver_sql("select version_num from alembic_version").scalar() == "0008"
         assert "design" in {c["name"] for c in inspect(conn).get_columns("cells")}
         assert "samples" in {c["name"] for c in inspect(conn).get_columns("peaks")}
         assert "processes" in {c["name"] for c in inspect(conn).get_columns("calibrations")}

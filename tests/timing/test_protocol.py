@@ -325,3 +325,22 @@ def test_spin_on_cold_waits_before_every_ort_call(lib):
     assert out.ours_status in ("ok", "below-resolution")
     # before both blocks, and before each of ORT's calls_n cold calls
     assert len(h.spin_waits) == 2 + out.ort_runs
+
+
+@pytest.mark.parametrize("acc", [0, 4])
+def test_plain_errors_are_recorded_where_the_op_is_judged_against_another_reference(lib, acc):
+    """MatMulNBits at accuracy 4 is judged against the int8-activation reference; its errors against
+    the op's stated (unquantized) semantics are recorded beside, for ours and ORT, and judge
+    nothing. At accuracy 0 the judging oracle is the stated one: nothing extra."""
+    params = [["m", 2], ["k", 256], ["n", 8], ["bits", 4], ["block_size", 32], ["zp", "packed"], ["bias", 0],
+              ["accuracy_level", acc]]
+    out = Harness(lib).measure(spec(op="MatMulNBits", params=params, numerics_only=True))
+    assert out.ours_status == "ok" and out.err_ours is not None
+    if acc == 0:
+        assert out.err_ours_plain is None and out.err_ort_plain is None
+        return
+    # the int8 quantization of A is far above the f32 floor the judged error sits at
+    assert out.err_ours_plain > 100 * out.err_ours and out.err_ort_plain > 100 * out.err_ours
+    doc_cell = {"numerics": {"err_ours": out.err_ours, "tol": out.tol, "err_ours_plain": out.err_ours_plain,
+                             "err_ort_plain": out.err_ort_plain}, "ours": {"status": "ok"}}
+    assert f" plain {out.err_ours_plain:.1e}|{out.err_ort_plain:.1e}" in render.fmt_numerics(doc_cell)
