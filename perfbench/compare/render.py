@@ -128,8 +128,8 @@ def fmt_plain(n: dict) -> str:
     reference (MatMulNBits accuracy 4): ` plain ours|ORT`."""
     if n.get("err_ours_plain") is None and n.get("err_ort_plain") is None:
         return ""
-    f = (lambda v: "-" if v is None else f"{v:.1e}")
-    return f" plain {f(n.get('err_ours_plain'))}|{f(n.get('err_ort_plain'))}"
+    ours, ort = (("-" if v is None else f"{v:.1e}") for v in (n.get("err_ours_plain"), n.get("err_ort_plain")))
+    return f" plain {ours}|{ort}"
 
 
 def fmt_ort_path(c: dict) -> str:
