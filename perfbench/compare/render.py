@@ -26,7 +26,9 @@ LEGEND = (
     "the side's working set and thread count (read, mixed with copy for the share of its bytes the op writes), "
     "or the f32 FMA peak (a bf16 MatMul/Gemm on bf16 pairs: the higher of the bf16 dot and FMA peaks; "
     "`perfbench peaks --show`); above 100% it is "
-    "marked \u2191 (the ceiling is wrong for that cell)."
+    "marked \u2191 (the ceiling is wrong for that cell). numerics \"plain a|b\" = the errors of ours|ORT against "
+    "the op's stated semantics where the cell is judged against another reference (MatMulNBits accuracy 4: "
+    "A quantized to int8 first); they judge nothing."
 )
 DISPATCH_NOTE = ("† ORT's per-node dispatch ({}, `perfbench peaks --show`) is more than half of ORT's time in {} "
                  "cell(s), up to {:.0f}% of it: their ratio compares our kernel with mostly ORT's executor; the "
@@ -117,7 +119,7 @@ def fmt_numerics(c: dict) -> str:
     n = c["numerics"]
     ours = c["ours"] or {}
     if ours.get("status") == "mismatch":
-        return f"MISMATCH {n['err_ours']:.1e}>{n['tol']:.1e}"
+        return f"MISMATCH {n['err_ours']:.1e}>{n['tol']:.1e}" + fmt_plain(n)
     if n["err_ours"] is None:
         return ours.get("status", "-")
     return f"ok {n['err_ours']:.1e}≤{n['tol']:.1e}" + fmt_plain(n)
@@ -264,7 +266,7 @@ CSV_FIELDS = ["run_id", "case_id", "op", "dtype", "threads", "device", "cache", 
               "ours_throughput", "ort_throughput", "throughput_unit", "ours_peak_share", "ort_peak_share", "level",
               "kernel_ratio", "kernel_ci_low", "kernel_ci_high", "ort_dispatch_share", "vs_ort_f32_ratio",
               "vs_ort_f32_ci_low", "vs_ort_f32_ci_high", "err_ours",
-              "err_ort", "err_ours_vs_ort", "err_ours_plain", "err_ort_plain", "tol", "timing_hash"]
+              "err_ort", "err_ours_vs_ort", "tol", "timing_hash", "err_ours_plain", "err_ort_plain"]
 
 
 def to_csv(doc: dict) -> str:

@@ -95,7 +95,12 @@ def quantize_a_int8(a: np.ndarray, block_size: int, *, half_even: bool = True) -
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = (mx / np.float32(127.0)).astype(np.float32)
             inv = np.where(mx != 0, np.float32(127.0) / mx, np.float32(0.0)).astype(np.float32)
-        v = (blk * inv).astype(np.float32)
+        with np.errstate(invalid="ignore"):
+            v = (blk * inv).astype(np.float32)
+        # a NaN product quantizes to 0 (ORT's AVX-512 conversion truncates it to 0, and our kernels
+        # do): 0 x inf where max|a| is so small (< 127 / FLT_MAX) that 127 / max overflows. A NaN or
+        # infinite a makes the block's scale NaN or inf, so its row is NaN either way.
+        v = np.where(np.isnan(v), np.float32(0.0), v)
         q = np.clip(np.rint(v) if half_even else np.sign(v) * np.floor(np.abs(v) + 0.5), -128, 127)
         out[..., p0:p0 + block_size] = q.astype(np.float64) * scale.astype(np.float64)
     return out

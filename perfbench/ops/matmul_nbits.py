@@ -8,8 +8,8 @@ accuracy_level 0: f32 products (ORT 1.31.1 runs levels 0-3 as dequantize + f32 o
 accuracy_level 4: A quantized per row and block to int8 as ORT quantizes it, integer dot products
 (vpdpbusd); judged against the second reference, reference_int8_a (the float64 product over A so
 quantized: the unquantized oracle cannot judge it, ORT itself is about 1e-2 away from it). Its
-error against the unquantized reference is not yet stored with the cell (docs/matmul_nbits.md has
-one measurement of it)."""
+error against the unquantized reference is stored beside (plain_oracle: err_ours_plain,
+err_ort_plain)."""
 
 from __future__ import annotations
 
@@ -216,7 +216,8 @@ class MatMulNBits(Op):
                                   inputs.get("bias"), k=k, bits=bits, block_size=bs)}
 
     # the second reference is part of the numerics definition: its rule changes, the hash changes
-    INT8_REFERENCE = "accuracy 4: reference_int8_a v1 (per row and block, f32 max|a| / 127, half to even, saturated)"
+    INT8_REFERENCE = ("accuracy 4: reference_int8_a v2 (per row and block, f32 max|a| / 127, half to even, saturated; "
+                      "a NaN product a x (127 / max) quantized to 0)")
 
     def numerics_definition(self) -> str:
         base = super().numerics_definition()

@@ -84,6 +84,27 @@ def test_accuracy_4_a_nan_or_infinity_in_a_makes_its_row_nan(lib, dt, value, at)
     lib.select_isa("auto")
 
 
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_accuracy_4_a_block_whose_max_overflows_127_over_max(lib, dt):
+    """max|a| = 1e-38 (f32 and bf16 can hold it; 127 / max overflows to inf): the block's zeros give
+    0 x inf = NaN, quantized to 0 as reference_int8_a (v2) states, not to -128 (a saturating
+    conversion of NaN); the row is tiny throughout, so Y is compared relative to itself."""
+    rng = np.random.default_rng(33)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        _, b, s, z, _ = _case(rng, dt, 1, 64, 4, 4, 32, "packed", False)
+        a = np.zeros((1, 64), np.float32)
+        a[0, [3, 40]] = [1e-38, -1e-38]  # one value a block, the rest exact zeros
+        a = a.astype(dtypes.get(dt).numpy)
+        out = np.zeros((1, 4), a.dtype)
+        matmul_nbits(lib, a, b, s, out, k=64, n=4, bits=4, block_size=32, zero_points=z, accuracy_level=4).run()
+        ref = nb.reference_int8_a(a, b, s, z, k=64, bits=4, block_size=32)
+        assert np.isfinite(ref).all() and np.abs(ref).max() > 0
+        got = np.asarray(out, np.float64)
+        assert np.allclose(got, ref, rtol=2e-2, atol=0), (isa, got, ref)
+    lib.select_isa("auto")
+
+
 def test_accuracy_4_rounds_ties_to_even(lib):
     """Row 0's first block holds 127 (A's int8 scale exactly 1) and x.5 values: rounded half to even
     (ORT's rule) they match reference_int8_a; rounded half away from zero the reference is far off."""
