@@ -92,7 +92,8 @@ def quantize_a_int8(a: np.ndarray, block_size: int, *, half_even: bool = True) -
     for p0 in range(0, k, block_size):
         blk = a32[..., p0:p0 + block_size]
         mx = np.max(np.abs(blk), axis=-1, keepdims=True).astype(np.float32)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        # non-finite on purpose where A is (NaN, inf) or max|a| is tiny (127 / max overflows)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             scale = (mx / np.float32(127.0)).astype(np.float32)
             inv = np.where(mx != 0, np.float32(127.0) / mx, np.float32(0.0)).astype(np.float32)
         with np.errstate(invalid="ignore"):
@@ -102,7 +103,8 @@ def quantize_a_int8(a: np.ndarray, block_size: int, *, half_even: bool = True) -
         # infinite a makes the block's scale NaN or inf, so its row is NaN either way.
         v = np.where(np.isnan(v), np.float32(0.0), v)
         q = np.clip(np.rint(v) if half_even else np.sign(v) * np.floor(np.abs(v) + 0.5), -128, 127)
-        out[..., p0:p0 + block_size] = q.astype(np.float64) * scale.astype(np.float64)
+        with np.errstate(invalid="ignore"):  # 0 x an infinite scale: NaN, as the row should be
+            out[..., p0:p0 + block_size] = q.astype(np.float64) * scale.astype(np.float64)
     return out
 
 
