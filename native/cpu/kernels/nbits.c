@@ -76,9 +76,8 @@ static void nb_quant_range(void *ctx, int64_t i0, int64_t i1) {
  * panels here are f32): A and the bias widened to f32 (exact), the GEMM run in f32 into an f32 Y,
  * rounded to bf16 once (half to even). Before this, these cells ran the row kernel once per row
  * of A: 16 x 4096 x 4096 lost to ORT's f32 by 2.5-8.8x at 1-2 threads (Zen 4). */
-static int nb_gemm_bf16_as_f32(const pb_matmul_nbits_args *a, pb_matmul_args *g, pb_matmul_panel_ukernel panel,
-                               const pb_nbits_panel_src *src) {
-    const pb_isa *isa = pb_active_isa();
+static int nb_gemm_bf16_as_f32(const pb_isa *isa, const pb_matmul_nbits_args *a, pb_matmul_args *g,
+                               pb_matmul_panel_ukernel panel, const pb_nbits_panel_src *src) {
     const int di = pb_dtype_index(PB_DTYPE_BF16);
     int64_t mk, mn;
     if (!pb_mul_ok(a->m, a->k, &mk) || !pb_mul_ok(a->m, a->n, &mn) || mk + mn + a->n > PB_SIZE_LIMIT / 4)
@@ -251,7 +250,7 @@ int pb_matmul_nbits(const void *args) {
             g.y = a->y;
             const pb_matmul_panel_ukernel panel = isa->matmul_nbits_panel[pb_dtype_index(a->dtype)];
             if (a->dtype == PB_DTYPE_BF16 && isa->mm_bf16_pairs)
-                return nb_gemm_bf16_as_f32(a, &g, panel, &src);
+                return nb_gemm_bf16_as_f32(isa, a, &g, panel, &src);
             return pb_matmul_blocked_panels(&g, panel, &src);
         }
         float *xp = (float *)pb_scratch_slot(1, (size_t)(a->m * xrow) * sizeof(float));

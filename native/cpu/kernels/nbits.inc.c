@@ -101,7 +101,8 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_cols_n)(
  * every field looks its weight up (vf_lut: zero-extend, shift, permute) instead of masking,
  * converting and subtracting it: acc += x x w, the weight rounded to f32 once as in ORT's
  * dequantize-then-GEMM. 1 x 4096 x 4096 4-bit f32, Zen 4, 1 thread, interleaved medians against
- * the field form (with this prefetch in neither): block 32 0.65x its time, block 128 0.55x. */
+ * the field form without the row kernel's prefetch (this form with it: the two changes together):
+ * block 32 0.65x its time, block 128 0.55x. */
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_cols_lut)(
     const int BITS, const int NC, const float *xp, const uint8_t *b, const T *sc, const void *zpv, int zp_mode,
     const T *bias, int64_t bs, int64_t kb, int64_t j, T *y) {
@@ -339,9 +340,7 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_lanes)(
             float st[PB_LANES] = {0}, zt[PB_LANES] = {0};
             for (int64_t g = 0; g < kb - g0; g++) {
                 st[g] = NB_F32(sc[jj * kb + g0 + g]);
-                zt[g] = zp_mode == 0   ? (float)(1 << (BITS - 1))
-                        : zp_mode == 1 ? (float)((((const uint8_t *)zpv)[jj * zpb + (g0 + g) / per] >> (BITS * ((g0 + g) % per))) & mask)
-                                       : NB_F32(((const T *)zpv)[jj * kb + g0 + g]);
+                zt[g] = PB_UK(PB_DT, nbits_zp)(BITS, zpv, zp_mode, kb, jj, g0 + g);
             }
             sw = vf_load_f32(st);
             zp = vf_load_f32(zt);
