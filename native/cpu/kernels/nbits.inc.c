@@ -27,14 +27,14 @@ static inline float PB_UK(PB_DT, nb_f32)(T v) {
 #define NB_F32(v) PB_UK(PB_DT, nb_f32)(v)
 
 /* B's bytes prefetched NC x colb + PB_NB_PF_AHEAD bytes ahead (past the NC columns in flight: the
- * next ones start right after), into the L2 (prefetcht2). perfbench-style interleaved medians against
- * ORT's own run (which evicts our weights: they come from memory), Zen 4, 1 thread, 4-bit block
- * 32, against the earlier prefetchnta 2048 bytes ahead (the next column's bytes at the same
- * offset, already being loaded when NC = 2): M = 1 4096 x 4096 656 -> 323 us, 4096 x 11008
- * 2989 -> 1529, 11008 x 4096 2313 -> 1356, 2 threads 4096 x 4096 523 -> 287; M = 16 2917 -> 2767;
- * M = 128 unchanged. 8192 ahead measured the same; prefetchnta at any fixed distance (2-16 KiB)
- * 24-60% slower than this at M = 1. The accuracy-0 row kernel prefetches the same way (B as
- * stored; its effect there not measured apart from the lookup's). */
+ * next ones start right after), into the L2 (prefetcht2). Scratch medians, each of our calls right
+ * after two of ORT's (which evict our weights: they come from memory), Zen 4, 1 thread, 4-bit
+ * block 32, one run, against the earlier prefetchnta 2048 bytes ahead (the next column's bytes at
+ * the same offset, already being loaded when NC = 2): M = 1 4096 x 4096 656 -> 323 us, 4096 x
+ * 11008 2989 -> 1529, 11008 x 4096 2313 -> 1356, 2 threads 4096 x 4096 523 -> 287; M = 16
+ * 2917 -> 2767; M = 128 unchanged; 8192 ahead the same. Earlier runs: prefetchnta at 4-16 KiB
+ * 28-54% slower than prefetcht2 at the same distance. The accuracy-0 row kernel prefetches the
+ * same way (B as stored; its effect there not measured apart from the lookup's). */
 #define PB_NB_PF_AHEAD 4096
 
 /* Columns [j, j + NC) of Y's row (NC = 1 or 2: each x vector loaded once for the NC columns). The
