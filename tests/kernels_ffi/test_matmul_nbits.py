@@ -337,3 +337,26 @@ def test_accuracy_4_tiles_of_rows_run_k_in_chunks_when_the_l1_is_small(lib):
     finally:
         lib._set_llc()
         lib.select_isa("auto")
+
+
+@pytest.mark.parametrize("llc", [3, 0])
+def test_accuracy_4_one_row_two_or_four_columns_at_a_time(lib, llc):
+    """One row takes four columns at a time where the weights stay in the last-level cache, two where
+    they would stream (nb_wide): an LLC of 3 bytes makes every weight set stream, so the two-column
+    form runs; 0 restores the default (32 MiB: the four-column form). n = 7 (4 + 2 + 1, or 2 + 2 + 2
+    + 1) at 2 and 4 bits, n = 5 at 8 bits (always two). Same Y as the reference on every path."""
+    rng = np.random.default_rng(31)
+    lib.check(lib.lib.pb_set_llc_bytes(llc), "set the LLC")
+    try:
+        for isa in isas_to_test(lib):
+            lib.select_isa(isa)
+            for k, n, bits, bs in ((1000, 7, 4, 32), (512, 7, 4, 128), (600, 7, 2, 16), (512, 5, 8, 64)):
+                a, b, s, z, bi = _case(rng, "f32", 1, k, n, bits, bs, "packed", True)
+                y = np.full((1, n), np.nan, np.float32)
+                matmul_nbits(lib, a, b, s, y, k=k, n=n, bits=bits, block_size=bs, zero_points=z, bias=bi,
+                             accuracy_level=4).run()
+                ref = nb.reference_int8_a(a, b, s, z, bi, k=k, bits=bits, block_size=bs)
+                assert _err(y, ref) <= TOL["f32"], (isa, k, n, bits, bs, _err(y, ref))
+    finally:
+        lib._set_llc()
+        lib.select_isa("auto")

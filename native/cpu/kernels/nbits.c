@@ -32,6 +32,7 @@ typedef struct {
     const float *xp;
     int64_t kb, xrow, chunk, sub, es, lanes8, xq_off; /* accuracy 4: floats of each per-block array, xq's offset */
     int zp_mode;
+    int wide; /* accuracy 4: a single row may take four columns at a time (nb_wide) */
 } nb_ctx;
 
 static void nb_range(void *ctx, int64_t t0, int64_t t1) {
@@ -43,7 +44,7 @@ static void nb_range(void *ctx, int64_t t0, int64_t t1) {
             const int64_t s1 = s0 + c->sub < c1 ? s0 + c->sub : c1;
             if (c->uk8 != NULL) { /* all rows at once: the kernel runs them in tiles of rows */
                 c->uk8(c->xp, c->xrow, a->m, c->lanes8, c->xq_off, c->bp, a->scales, a->zero_points, c->zp_mode,
-                       a->bias, a->bits, a->block_size, c->kb, s0, s1, a->y, a->n);
+                       a->bias, a->bits, a->block_size, c->kb, s0, s1, a->y, a->n, c->wide);
                 continue;
             }
             for (int64_t i = 0; i < a->m; i++)
@@ -94,6 +95,15 @@ static int nb_gemm_bf16_as_f32(const pb_isa *isa, const pb_matmul_nbits_args *a,
     isa->cast_from_f32[di](w + mk, a->y, 0, mn);
     return PB_OK;
 }
+
+/* accuracy 4, one row: four columns at a time (sharing each x vector's load over four dot products
+ * where two took two loads) where the weights (packed B, scales, zero points) stay in the last-level
+ * cache, two where they stream from memory (pb_stream_worth), and two at 8 bits. perfbench's native
+ * loop, base (two) against four, 1 thread, Zen 4 (32 MiB L3), weights warm, medians of 9: 4096 x
+ * 4096 (10 MiB of weights) 4 bits block 32 0.85-0.94, block 128 0.86-0.95, 2 bits 0.93; 4096 x
+ * 11008 and 11008 x 4096 (28 MiB) 1.00-1.57 (block 128 the worst), 8 bits at 4096 x 4096 1.09-1.20
+ * (the reason not looked into). */
+static int nb_wide(int bits, int64_t weight_bytes) { return bits != 8 && !pb_stream_worth(weight_bytes); }
 
 static int64_t nb_packed_bytes(int64_t n, int64_t kb, int64_t bb) { return n * ((kb + NB_G - 1) / NB_G) * NB_G * bb; }
 
@@ -213,6 +223,7 @@ int pb_matmul_nbits(const void *args) {
         c.xrow = (c.xq_off + xq_bytes / 4 + 15) / 16 * 16; /* whole cache lines a row */
         if (!pb_mul_ok(a->m, c.xrow, &t) || t > PB_SIZE_LIMIT / 4)
             return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: sizes overflow");
+        c.wide = nb_wide(a->bits, nb_packed_bytes(a->n, kb, bb) + a->n * kb * es + (int64_t)zbytes);
         c.bp = a->b_packed;
         if (c.bp == NULL) { /* B not packed beforehand: packed here, every call */
             /* slot 0: the per-thread microkernel scratch, which the nbits microkernels do not use */

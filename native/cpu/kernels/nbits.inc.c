@@ -296,6 +296,19 @@ static void PB_UK(PB_DT, matmul_nbits_panel)(const void *src, int64_t p0, int64_
  * vector (2.7x ORT's time at 1 x 4096 x 4096, block 32, Zen 4), then each group's vectors reduced
  * to block sums by a tree of pair sums (1.6x; 2.7x at block 128, where the tree costs 15 pair sums
  * per 16 vectors). */
+/* Columns a single row takes at a time where the driver allows it (nb_wide in nbits.c: 4-bit and
+ * 2-bit weights that stay in the last-level cache), sharing each x vector over that many dot
+ * products: 4 with 32 vector registers (4 columns x PB_VI_DOT_CHAINS sums, 4 words, a field and x),
+ * 2 with AVX2's 16. With the dot chains and the in-place high nibble (nbits_i8_lanes), perfbench's
+ * native loop against the two-column form before them, 1 thread, Zen 4, medians of 9, one run:
+ * 1 x 4096 x 4096 block 32 0.855, block 128 0.912, 2 bits 0.880, 2 threads 0.924 / 0.983; f16
+ * 0.980; 8 bits (two columns, two chains of words) 1.044; 11008 x 4096 block 128 and 4096 x 11008
+ * block 32 (two columns: their weights stream) 1.005 / 1.000; M = 16 1.017. */
+#if PB_VI_DOT_CHAINS > 1
+#define PB_NB_NC1 4
+#else
+#define PB_NB_NC1 2
+#endif
 #define PB_NB_PREFETCH(p) __builtin_prefetch((const char *)(p) + NC * colb + PB_NB_PF_AHEAD, 0, 1)
 
 /* Blocks [g0, g0 + LANES) of R rows x NC columns (row r, column c at slot r x NC + c), FULL: all of
@@ -309,25 +322,42 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_lanes)(
     const int64_t G = PB_NB_GROUP, wpb = bs * BITS / 32;                  /* 4-byte words a block */
     const int64_t ngr = (kb + G - 1) / G, grp = g0 / G, h = g0 % G;       /* g0's group, its lane offset */
     const int64_t colb = ngr * wpb * 4 * G, zpb = (kb * BITS + 7) / 8;    /* packed bytes a column */
-    vi I[4] = {vi_zero(), vi_zero(), vi_zero(), vi_zero()};
-    const uint8_t *src[2];
+    /* CH chains a sum (PB_VI_DOT_CHAINS): a field's products go to chain f mod CH, or with one field
+     * a byte (8 bits) word w's to chain w mod CH, words taken CH at a time (wpb = bs / 4 is even).
+     * One chain a sum made each vi_dot wait for the last: on a Zen 4, vpdpbusd on zmm takes 4
+     * cycles and issues one a cycle (a probe: 1 chain 1.09 ns an instruction, 4 chains 0.27) */
+    enum { CH = PB_VI_DOT_CHAINS };
+    const int U = per == 1 ? CH : 1;
+    /* 4 bits with two chains: the high nibble masked in place (16 x its value, one instruction
+     * where a shift and a mask took two) into chain 1, whose sum is divided by 16 (exact) at the end */
+    const int HI16 = BITS == 4 && CH == 2;
+    vi I[4 * CH];
+    for (int s = 0; s < 4 * CH; s++) I[s] = vi_zero();
+    const uint8_t *src[4];
     for (int c = 0; c < NC; c++) src[c] = bp + (j + c) * colb + grp * wpb * 4 * G + h * 4;
     const int64_t xb = xq_off * 4 + grp * wpb * per * 4 * G + h * 4; /* bytes from a row's start */
-#pragma GCC unroll 4
-    for (int64_t w = 0; w < wpb; w++) {
-        vi q[2];
-        for (int c = 0; c < NC; c++) {
-            q[c] = vi_load(src[c] + w * 4 * G);
-            PB_NB_PREFETCH(src[c] + w * 4 * G);
-        }
-        for (int f = 0; f < per; f++)
-            for (int r = 0; r < R; r++) {
-                const vi xv = vi_load((const int8_t *)(rows + r * xrow) + xb + (w * per + f) * 4 * G);
-                for (int c = 0; c < NC; c++)
-                    I[r * NC + c] = BITS == 8 ? vi_dot_u8(I[r * NC + c], q[c], xv)
-                                              : vi_dot(I[r * NC + c], vi_u8_field(q[c], BITS * f, mask), xv);
+#pragma GCC unroll 2
+    for (int64_t w0 = 0; w0 < wpb; w0 += U)
+        for (int u = 0; u < U; u++) {
+            const int64_t w = w0 + u;
+            vi q[4];
+            for (int c = 0; c < NC; c++) {
+                q[c] = vi_load_once(src[c] + w * 4 * G);
+                PB_NB_PREFETCH(src[c] + w * 4 * G);
             }
-    }
+            for (int f = 0; f < per; f++)
+                for (int r = 0; r < R; r++) {
+                    const vi xv = vi_load((const int8_t *)(rows + r * xrow) + xb + (w * per + f) * 4 * G);
+                    for (int c = 0; c < NC; c++) {
+                        vi *acc_i = &I[(r * NC + c) * CH + (per == 1 ? u : f) % CH];
+                        const vi field = BITS == 8 ? q[c] : HI16 && f == 1 ? vi_u8_field(q[c], 0, 0xf0)
+                                                                           : vi_u8_field(q[c], BITS * f, mask);
+                        *acc_i = BITS == 8 ? vi_dot_u8(*acc_i, field, xv) : vi_dot(*acc_i, field, xv);
+                    }
+                }
+        }
+    for (int s = 0; s < R * NC; s++)
+        for (int ch = 1; ch < CH; ch++) I[s * CH] = vi_add32(I[s * CH], HI16 ? vi_sra32(I[s * CH + ch], 4) : I[s * CH + ch]);
     for (int c = 0; c < NC; c++) {
         const int64_t jj = j + c;
         vf sw, zp;
@@ -347,7 +377,7 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_lanes)(
         }
         for (int r = 0; r < R; r++) {
             const float *row = rows + r * xrow;
-            const vf t = vf_fnmadd(zp, vf_load_f32(row + g0), vi_to_vf(I[r * NC + c]));
+            const vf t = vf_fnmadd(zp, vf_load_f32(row + g0), vi_to_vf(I[(r * NC + c) * CH]));
             acc[r * NC + c] = vf_fmadd(t, vf_mul(vf_load_f32(row + nbp + g0), sw), acc[r * NC + c]);
         }
     }
@@ -377,7 +407,7 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_tile)(
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_rows)(
     const int BITS, const int R, const float *rows, int64_t xrow, int64_t nbp, int64_t xq_off, const uint8_t *bp,
     const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0, int64_t j1, T *y,
-    int64_t ldy) {
+    int64_t ldy, int wide) {
     const int64_t G = PB_NB_GROUP, row_group = G * bs + 2 * G * (int64_t)sizeof(float); /* a row's bytes a group */
     int64_t chunk = pb_l1d_bytes() / (R * row_group) * G;
     if (chunk < G) chunk = G;
@@ -388,6 +418,11 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_rows)(
         for (int64_t gb = 0; gb < kb; gb += chunk) {
             const int64_t ge = gb + chunk < kb ? gb + chunk : kb;
             int64_t j = jb;
+            if (R == 1 && PB_NB_NC1 == 4 && wide)
+                for (; j + 4 <= je; j += 4) {
+                    PB_UK(PB_DT, nbits_i8_tile)(BITS, 1, 4, rows, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, bs, kb, j, gb, ge, res);
+                    for (int c = 0; c < 4; c++) part[0][j + c - jb] = (gb ? part[0][j + c - jb] : 0.0f) + res[c];
+                }
             if (R == 1)
                 for (; j + 2 <= je; j += 2) {
                     PB_UK(PB_DT, nbits_i8_tile)(BITS, 1, 2, rows, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, bs, kb, j, gb, ge, res);
@@ -412,10 +447,10 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_rows)(
 static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_cols_bits)(
     const int BITS, const float *rows, int64_t xrow, int64_t nrows, int64_t nbp, int64_t xq_off, const uint8_t *bp,
     const T *sc, const void *zpv, int zp_mode, const T *bias, int64_t bs, int64_t kb, int64_t j0, int64_t j1, T *y,
-    int64_t ldy) {
+    int64_t ldy, int wide) {
     int64_t r = 0;
 #define NB_ROWS(RR) PB_UK(PB_DT, nbits_i8_rows)(BITS, RR, rows + r * xrow, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, \
-                                                bias, bs, kb, j0, j1, y + r * ldy, ldy)
+                                                bias, bs, kb, j0, j1, y + r * ldy, ldy, wide)
     for (; r + PB_NB_RMAX <= nrows; r += PB_NB_RMAX) NB_ROWS(PB_NB_RMAX);
     for (; r < nrows; r++) NB_ROWS(1);
 #undef NB_ROWS
@@ -424,11 +459,11 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_cols_bit
 static void PB_UK(PB_DT, matmul_nbits_i8_cols)(const float *rows, int64_t xrow, int64_t nrows, int64_t nbp,
                                                int64_t xq_off, const uint8_t *bp, const void *scales, const void *zp,
                                                int zp_mode, const void *bias, int bits, int64_t block_size, int64_t kb,
-                                               int64_t j0, int64_t j1, void *y, int64_t ldy) {
+                                               int64_t j0, int64_t j1, void *y, int64_t ldy, int wide) {
     const T *sc = (const T *)scales, *bi = (const T *)bias;
     T *yy = (T *)y;
 #define NB_BITS(B) PB_UK(PB_DT, nbits_i8_cols_bits)(B, rows, xrow, nrows, nbp, xq_off, bp, sc, zp, zp_mode, bi, \
-                                                    block_size, kb, j0, j1, yy, ldy)
+                                                    block_size, kb, j0, j1, yy, ldy, wide)
     switch (bits) {
         case 2: NB_BITS(2); break;
         case 4: NB_BITS(4); break;

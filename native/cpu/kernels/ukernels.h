@@ -99,12 +99,13 @@ typedef void (*pb_matmul_nbits_ukernel)(const float *xp, const uint8_t *b, const
 /* MatMulNBits accuracy_level 4: columns [j0, j1) of nrows rows of Y (ldy elements a row) from the
  * rows of A quantized to int8 and laid out by the driver, xrow floats apart: each row's blocks' int8
  * sums at [0, nbp), their scales at [nbp, 2 nbp), its int8 values from float xq_off on; bp: B
- * packed (kernels/nbits.inc.c states both layouts); the rest as pb_matmul_nbits_ukernel. */
+ * packed (kernels/nbits.inc.c states both layouts); wide: a single row may take four columns at a
+ * time (PB_NB_NC1) rather than two; the rest as pb_matmul_nbits_ukernel. */
 #define PB_NB_GROUP 16 /* blocks a packed group: the widest path's lanes, so one layout serves every path */
 typedef void (*pb_matmul_nbits_i8_ukernel)(const float *rows, int64_t xrow, int64_t nrows, int64_t nbp, int64_t xq_off,
                                            const uint8_t *bp, const void *scales, const void *zp, int zp_mode,
                                            const void *bias, int bits, int64_t block_size, int64_t kb, int64_t j0,
-                                           int64_t j1, void *y, int64_t ldy);
+                                           int64_t j1, void *y, int64_t ldy, int wide);
 /* MatMulNBits accuracy_level 4: rows [i0, i1) of A (M x K of the dtype) quantized per block to
  * int8 and laid out at rows + i x xrow as pb_matmul_nbits_i8_ukernel reads them (kernels/nbits.inc.c). */
 typedef void (*pb_matmul_nbits_quant_ukernel)(const void *a, int64_t k, int64_t i0, int64_t i1, int bits,

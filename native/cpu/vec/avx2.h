@@ -51,6 +51,13 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
 typedef __m256i vi;
 static inline vi vi_zero(void) { return _mm256_setzero_si256(); }
 static inline vi vi_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+/* the same, kept in a register: gcc otherwise folds a load used twice into both uses (seen in a
+ * probe of MatMulNBits' accuracy-4 loop: two vpandd reading one line of B, where loads bind) */
+static inline vi vi_load_once(const void *p) {
+    vi v = _mm256_loadu_si256((const __m256i *)p);
+    __asm__("" : "+x"(v));
+    return v;
+}
 static inline vi vi_u8_field(vi v, int shift, int mask) {
     return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
 }
@@ -61,6 +68,10 @@ static inline vi vi_dot_u8(vi acc, vi u, vi s) {
     const vi lo = _mm256_and_si256(u, _mm256_set1_epi8(0x0f)), hi = vi_u8_field(u, 4, 0x0f);
     return _mm256_add_epi32(vi_dot(acc, lo, s), _mm256_slli_epi32(vi_dot(vi_zero(), hi, s), 4));
 }
+static inline vi vi_add32(vi a, vi b) { return _mm256_add_epi32(a, b); }
+static inline vi vi_sra32(vi a, int n) { return _mm256_srai_epi32(a, n); }
+/* vi_dot's chain is its last add (1 cycle); more chains would only spill 16 registers */
+#define PB_VI_DOT_CHAINS 1
 static inline vf vi_to_vf(vi a) { return _mm256_cvtepi32_ps(a); }
 static inline vf vi_as_vf(vi a) { return _mm256_castsi256_ps(a); }
 static inline vi vi_load_u8_lanes(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }

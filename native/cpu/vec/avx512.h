@@ -39,12 +39,24 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
 typedef __m512i vi;
 static inline vi vi_zero(void) { return _mm512_setzero_si512(); }
 static inline vi vi_load(const void *p) { return _mm512_loadu_si512(p); }
+/* the same, kept in a register: gcc otherwise folds a load used twice into both uses (seen in a
+ * probe of MatMulNBits' accuracy-4 loop: two vpandd reading one line of B, where loads bind) */
+static inline vi vi_load_once(const void *p) {
+    vi v = _mm512_loadu_si512(p);
+    __asm__("" : "+v"(v));
+    return v;
+}
 /* each byte (b >> shift) & mask (16-bit shifts: the mask drops the bits shifted in from the next byte) */
 static inline vi vi_u8_field(vi v, int shift, int mask) {
     return _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi8((char)mask));
 }
 static inline vi vi_dot(vi acc, vi u, vi s) { return _mm512_dpbusd_epi32(acc, u, s); }
 static inline vi vi_dot_u8(vi acc, vi u, vi s) { return _mm512_dpbusd_epi32(acc, u, s); }
+static inline vi vi_add32(vi a, vi b) { return _mm512_add_epi32(a, b); }
+static inline vi vi_sra32(vi a, int n) { return _mm512_srai_epi32(a, (unsigned)n); }
+/* vpdpbusd adds into its accumulator in place: a chain of them waits 4 cycles each where one can
+ * issue every cycle (Zen 4), so sums run in this many independent chains (MatMulNBits accuracy 4) */
+#define PB_VI_DOT_CHAINS 2
 static inline vf vi_to_vf(vi a) { return _mm512_cvtepi32_ps(a); }
 static inline vf vi_as_vf(vi a) { return _mm512_castsi512_ps(a); } /* the same bits */
 /* PB_LANES bytes at p zero-extended to int32 lanes; lanes shifted right; lane l = table[idx_l mod
