@@ -344,19 +344,22 @@ def test_accuracy_4_one_row_two_or_four_columns_at_a_time(lib, llc):
     """One row takes four columns at a time where the weights stay in the last-level cache, two where
     they would stream (nb_wide): an LLC of 3 bytes makes every weight set stream, so the two-column
     form runs; 0 restores the default (32 MiB: the four-column form). n = 7 (4 + 2 + 1, or 2 + 2 + 2
-    + 1) at 2 and 4 bits, n = 5 at 8 bits (always two). Same Y as the reference on every path."""
+    + 1) at 2 and 4 bits, n = 5 at 8 bits (always two); f32 with packed zero points, and 4 bits at
+    block 32 in every dtype and zero-point form. Same Y as the reference on every path."""
     rng = np.random.default_rng(31)
+    cases = [(1000, 7, 4, 32, dt, zp) for dt in ("f32", "f16", "bf16") for zp in ("packed", "float", "none")]
+    cases += [(512, 7, 4, 128, "f32", "packed"), (600, 7, 2, 16, "f32", "packed"), (512, 5, 8, 64, "f32", "packed")]
     lib.check(lib.lib.pb_set_llc_bytes(llc), "set the LLC")
     try:
         for isa in isas_to_test(lib):
             lib.select_isa(isa)
-            for k, n, bits, bs in ((1000, 7, 4, 32), (512, 7, 4, 128), (600, 7, 2, 16), (512, 5, 8, 64)):
-                a, b, s, z, bi = _case(rng, "f32", 1, k, n, bits, bs, "packed", True)
-                y = np.full((1, n), np.nan, np.float32)
+            for k, n, bits, bs, dt, zp in cases:
+                a, b, s, z, bi = _case(rng, dt, 1, k, n, bits, bs, zp, True)
+                y = np.full((1, n), np.nan, a.dtype)
                 matmul_nbits(lib, a, b, s, y, k=k, n=n, bits=bits, block_size=bs, zero_points=z, bias=bi,
                              accuracy_level=4).run()
                 ref = nb.reference_int8_a(a, b, s, z, bi, k=k, bits=bits, block_size=bs)
-                assert _err(y, ref) <= TOL["f32"], (isa, k, n, bits, bs, _err(y, ref))
+                assert _err(y, ref) <= TOL[dt], (isa, k, n, bits, bs, dt, zp, _err(y, ref))
     finally:
         lib._set_llc()
         lib.select_isa("auto")

@@ -101,8 +101,9 @@ static int nb_gemm_bf16_as_f32(const pb_isa *isa, const pb_matmul_nbits_args *a,
  * cache, two where they stream from memory (pb_stream_worth), and two at 8 bits. perfbench's native
  * loop, base (two) against four, 1 thread, Zen 4 (32 MiB L3), weights warm, medians of 9: 4096 x
  * 4096 (10 MiB of weights) 4 bits block 32 0.85-0.94, block 128 0.86-0.95, 2 bits 0.93; 4096 x
- * 11008 and 11008 x 4096 (28 MiB) 1.00-1.57 (block 128 the worst), 8 bits at 4096 x 4096 1.09-1.20
- * (the reason not looked into). */
+ * 11008 and 11008 x 4096 (23-28 MiB) 1.00-1.57 (block 128 the worst), 8 bits at 4096 x 4096 1.09-1.20
+ * (the reason not looked into). The third is the library's streaming rule, not a measured edge:
+ * nothing between 10 and 23 MiB was tried. */
 static int nb_wide(int bits, int64_t weight_bytes) { return bits != 8 && !pb_stream_worth(weight_bytes); }
 
 static int64_t nb_packed_bytes(int64_t n, int64_t kb, int64_t bb) { return n * ((kb + NB_G - 1) / NB_G) * NB_G * bb; }

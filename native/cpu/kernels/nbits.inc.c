@@ -323,20 +323,23 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_lanes)(
     const int64_t ngr = (kb + G - 1) / G, grp = g0 / G, h = g0 % G;       /* g0's group, its lane offset */
     const int64_t colb = ngr * wpb * 4 * G, zpb = (kb * BITS + 7) / 8;    /* packed bytes a column */
     /* CH chains a sum (PB_VI_DOT_CHAINS): a field's products go to chain f mod CH, or with one field
-     * a byte (8 bits) word w's to chain w mod CH, words taken CH at a time (wpb = bs / 4 is even).
+     * a byte (8 bits) word w's to chain w mod CH, words taken CH at a time (wpb = bs / 4 is even:
+     * nbits.c admits only powers of two from 16).
      * One chain a sum made each vi_dot wait for the last: on a Zen 4, vpdpbusd on zmm takes 4
      * cycles and issues one a cycle (a probe: 1 chain 1.09 ns an instruction, 4 chains 0.27) */
     enum { CH = PB_VI_DOT_CHAINS };
     const int U = per == 1 ? CH : 1;
     /* 4 bits with two chains: the high nibble masked in place (16 x its value, one instruction
-     * where a shift and a mask took two) into chain 1, whose sum is divided by 16 (exact) at the end */
-    const int HI16 = BITS == 4 && CH == 2;
+     * where a shift and a mask took two) into chain 1, whose sum is divided by 16 (exact: a multiple
+     * of 16) at the end; only where vi_dot is exact for u8 up to 240 (not AVX2's vpmaddubsw, whose
+     * int16 pair sums would saturate) */
+    const int HI16 = BITS == 4 && CH == 2 && PB_VI_DOT_U8_EXACT;
     vi I[4 * CH];
     for (int s = 0; s < 4 * CH; s++) I[s] = vi_zero();
     const uint8_t *src[4];
     for (int c = 0; c < NC; c++) src[c] = bp + (j + c) * colb + grp * wpb * 4 * G + h * 4;
     const int64_t xb = xq_off * 4 + grp * wpb * per * 4 * G + h * 4; /* bytes from a row's start */
-#pragma GCC unroll 2
+#pragma GCC unroll 2 /* was 4: with four columns a row, half the code (not measured apart) */
     for (int64_t w0 = 0; w0 < wpb; w0 += U)
         for (int u = 0; u < U; u++) {
             const int64_t w = w0 + u;

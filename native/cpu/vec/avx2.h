@@ -72,6 +72,7 @@ static inline vi vi_add32(vi a, vi b) { return _mm256_add_epi32(a, b); }
 static inline vi vi_sra32(vi a, int n) { return _mm256_srai_epi32(a, n); }
 /* vi_dot's chain is its last add (1 cycle); more chains would only spill 16 registers */
 #define PB_VI_DOT_CHAINS 1
+#define PB_VI_DOT_U8_EXACT 0 /* vpmaddubsw saturates pairs to int16: u8 above 15 may not be exact */
 static inline vf vi_to_vf(vi a) { return _mm256_cvtepi32_ps(a); }
 static inline vf vi_as_vf(vi a) { return _mm256_castsi256_ps(a); }
 static inline vi vi_load_u8_lanes(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }

@@ -57,6 +57,7 @@ static inline vi vi_sra32(vi a, int n) { return _mm512_srai_epi32(a, (unsigned)n
 /* vpdpbusd adds into its accumulator in place: a chain of them waits 4 cycles each where one can
  * issue every cycle (Zen 4), so sums run in this many independent chains (MatMulNBits accuracy 4) */
 #define PB_VI_DOT_CHAINS 2
+#define PB_VI_DOT_U8_EXACT 1 /* vi_dot exact for any u8 (no int16 step) */
 static inline vf vi_to_vf(vi a) { return _mm512_cvtepi32_ps(a); }
 static inline vf vi_as_vf(vi a) { return _mm512_castsi512_ps(a); } /* the same bits */
 /* PB_LANES bytes at p zero-extended to int32 lanes; lanes shifted right; lane l = table[idx_l mod

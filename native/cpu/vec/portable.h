@@ -62,9 +62,7 @@ static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
 typedef union { int32_t v[PB_LANES]; uint8_t b[4 * PB_LANES]; } vi;
 static inline vi vi_zero(void) { vi r; PB_VLOOP(i) r.v[i] = 0; return r; }
 static inline vi vi_load(const void *p) { vi r; memcpy(r.b, p, sizeof r.b); return r; }
-/* the same, kept in a register: gcc otherwise folds a load used twice into both uses (seen in a
- * probe of MatMulNBits' accuracy-4 loop: two vpandd reading one line of B, where loads bind) */
-static inline vi vi_load_once(const void *p) { return vi_load(p); }
+static inline vi vi_load_once(const void *p) { return vi_load(p); } /* vec/avx512.h says why it exists */
 static inline vi vi_u8_field(vi v, int shift, int mask) {
     for (int i = 0; i < 4 * PB_LANES; i++) v.b[i] = (uint8_t)((v.b[i] >> shift) & mask);
     return v;
@@ -77,6 +75,7 @@ static inline vi vi_dot_u8(vi acc, vi u, vi s) { return vi_dot(acc, u, s); }
 static inline vi vi_add32(vi a, vi b) { PB_VLOOP(i) a.v[i] += b.v[i]; return a; }
 static inline vi vi_sra32(vi a, int n) { PB_VLOOP(i) a.v[i] >>= n; return a; } /* gcc: arithmetic */
 #define PB_VI_DOT_CHAINS 2 /* as on AVX-512, so that portable16 runs the AVX-512 path's chain logic */
+#define PB_VI_DOT_U8_EXACT 1
 static inline vf vi_to_vf(vi a) { vf r; PB_VLOOP(i) r.v[i] = (float)a.v[i]; return r; }
 static inline vf vi_as_vf(vi a) { vf r; memcpy(r.v, a.v, sizeof r.v); return r; }
 static inline vi vi_load_u8_lanes(const uint8_t *p) { vi r; PB_VLOOP(i) r.v[i] = p[i]; return r; }
