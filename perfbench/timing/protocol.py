@@ -349,12 +349,11 @@ class Harness:
             plain = op.plain_oracle(case, x64)
         except Exception:  # noqa: BLE001
             plain = None
+        err_ort_plain = None if plain is None or ort_out is None else numerics.max_error(ort_out, plain, rows)
         for label, o in outs.items():
-            if plain is not None:
-                if ours_outs[label] is not None:
-                    o.err_ours_plain = numerics.max_error(ours_outs[label], plain, rows)
-                if ort_out is not None:
-                    o.err_ort_plain = numerics.max_error(ort_out, plain, rows)
+            o.err_ort_plain = err_ort_plain
+            if plain is not None and ours_outs[label] is not None:
+                o.err_ours_plain = numerics.max_error(ours_outs[label], plain, rows)
             _share_ort(shared, o)
             o.floor = floor
             if ours_outs[label] is not None:

@@ -99,9 +99,11 @@ static int nb_gemm_bf16_as_f32(const pb_isa *isa, const pb_matmul_nbits_args *a,
 /* accuracy 4, one row: four columns at a time (sharing each x vector's load over four dot products
  * where two took two loads) where the weights (packed B, scales, zero points) stay in the last-level
  * cache, two where they stream from memory (pb_stream_worth), and two at 8 bits. perfbench's native
- * loop, base (two) against four, 1 thread, Zen 4 (32 MiB L3), weights warm, medians of 9: 4096 x
- * 4096 (10 MiB of weights) 4 bits block 32 0.85-0.94, block 128 0.86-0.95, 2 bits 0.93; 4096 x
- * 11008 and 11008 x 4096 (23-28 MiB) 1.00-1.57 (block 128 the worst), 8 bits at 4096 x 4096 1.09-1.20
+ * loop against the build before the dot chains (two columns, one chain), 1 thread, Zen 4 (32 MiB
+ * L3), weights warm, medians of 9, the chains in both new forms: two columns 1 x 4096 x 4096 block
+ * 32 0.924, block 128 0.980, 11008 x 4096 block 128 1.011, 8 bits 0.951; four columns (several
+ * runs) 4096 x 4096 (10 MiB of weights) block 32 0.85-0.94, block 128 0.86-0.95, 2 bits 0.93, but
+ * 4096 x 11008 and 11008 x 4096 (23-28 MiB) 1.00-1.57 (block 128 the worst) and 8 bits 1.09-1.20
  * (the reason not looked into). The third is the library's streaming rule, not a measured edge:
  * nothing between 10 and 23 MiB was tried. */
 static int nb_wide(int bits, int64_t weight_bytes) { return bits != 8 && !pb_stream_worth(weight_bytes); }

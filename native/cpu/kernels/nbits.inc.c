@@ -421,21 +421,17 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_rows)(
         for (int64_t gb = 0; gb < kb; gb += chunk) {
             const int64_t ge = gb + chunk < kb ? gb + chunk : kb;
             int64_t j = jb;
-            if (R == 1 && PB_NB_NC1 == 4 && wide)
-                for (; j + 4 <= je; j += 4) {
-                    PB_UK(PB_DT, nbits_i8_tile)(BITS, 1, 4, rows, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, bs, kb, j, gb, ge, res);
-                    for (int c = 0; c < 4; c++) part[0][j + c - jb] = (gb ? part[0][j + c - jb] : 0.0f) + res[c];
-                }
-            if (R == 1)
-                for (; j + 2 <= je; j += 2) {
-                    PB_UK(PB_DT, nbits_i8_tile)(BITS, 1, 2, rows, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, bs, kb, j, gb, ge, res);
-                    part[0][j - jb] = (gb ? part[0][j - jb] : 0.0f) + res[0];
-                    part[0][j + 1 - jb] = (gb ? part[0][j + 1 - jb] : 0.0f) + res[1];
-                }
-            for (; j < je; j++) {
-                PB_UK(PB_DT, nbits_i8_tile)(BITS, R, 1, rows, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, bs, kb, j, gb, ge, res);
-                for (int r = 0; r < R; r++) part[r][j - jb] = (gb ? part[r][j - jb] : 0.0f) + res[r];
-            }
+/* tiles of RR rows x NCC columns while NCC columns are left, each tile's sums into part */
+#define NB_TILES(RR, NCC)                                                                                          \
+    for (; j + (NCC) <= je; j += (NCC)) {                                                                           \
+        PB_UK(PB_DT, nbits_i8_tile)(BITS, RR, NCC, rows, xrow, nbp, xq_off, bp, sc, zpv, zp_mode, bs, kb, j, gb, ge, res); \
+        for (int r = 0; r < (RR); r++)                                                                              \
+            for (int c = 0; c < (NCC); c++) part[r][j + c - jb] = (gb ? part[r][j + c - jb] : 0.0f) + res[r * (NCC) + c]; \
+    }
+            if (R == 1 && PB_NB_NC1 == 4 && wide) NB_TILES(1, 4)
+            if (R == 1) NB_TILES(1, 2)
+            NB_TILES(R, 1)
+#undef NB_TILES
         }
         for (int r = 0; r < R; r++)
             for (int64_t j = jb; j < je; j++) {
