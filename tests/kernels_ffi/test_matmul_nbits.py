@@ -48,10 +48,15 @@ def test_matches_the_float64_reference_on_every_path(lib, dt, acc):
     # groups of 16 blocks: (3, 1000, ...) 32 blocks (whole groups), (2, 4200, 6, 4, 256) 17 (a group
     # and one block of 32 words), (1, 2048, 3, 8, 128) 16, (1, 600, 4, 2, 16) 38 (one word a block)
     # at accuracy 0, M < 3 (the row kernel): (1, 1000, 7, 4, 32) and (2, 512, 9, 2, 64) take the lookup
-    # form on 16-lane paths (a K tail; 2-bit indices holding the next fields' bits; an odd last column)
+    # form on 16-lane paths (a K tail; 2-bit indices holding the next fields' bits; an odd last column);
+    # blocks of fewer bytes than a vector take several blocks a vector (nbits_cols_small): (2, 300, 9,
+    # 2, 16) 19 blocks, 4 a vector on 16 lanes (2 on 8), the last vector one block short;
+    # (1, 600, 7, 4, 16) 38 blocks, 2 a vector on 16 lanes; (2, 1000, 5, 2, 32) 32 blocks, the last
+    # partial; with 16 or more blocks scales and zero points are read a vector at a time (the last
+    # vectors from 16 blocks before the column's end), with fewer element by element
     shapes = [(1, 256, 40, 4, 32), (3, 1000, 17, 4, 32), (2, 300, 9, 2, 16), (1, 512, 33, 8, 64), (2, 512, 20, 4, 128),
               (1, 100, 5, 2, 32), (4, 64, 3, 8, 16), (2, 200, 9, 4, 16), (2, 100, 5, 8, 32), (1, 1000, 7, 4, 32),
-              (2, 512, 9, 2, 64)]
+              (2, 512, 9, 2, 64), (1, 600, 7, 4, 16), (2, 1000, 5, 2, 32)]
     if acc == 4:
         shapes += [(2, 4200, 6, 4, 256), (1, 2048, 3, 8, 128), (1, 600, 4, 2, 16)]
     for isa in isas_to_test(lib):

@@ -270,7 +270,17 @@ int pb_matmul_nbits(const void *args) {
         float *xp = (float *)pb_scratch_slot(1, (size_t)(a->m * xrow) * sizeof(float));
         if (xp == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory for the rows of A laid out");
         memset(xp, 0, (size_t)(a->m * xrow) * sizeof(float));
-        for (int64_t i = 0; i < a->m; i++)
+        const int64_t spb = bb < isa_lanes ? isa_lanes / bb : 1; /* blocks a vector (nbits_cols_small) */
+        if (spb > 1) /* a vector's SPB blocks laid out as one block: field f of its byte l is k = l x per + f */
+            for (int64_t i = 0; i < a->m; i++)
+                for (int64_t s0 = 0; s0 * spb < kb; s0++)
+                    for (int64_t f = 0; f < per; f++)
+                        for (int64_t l = 0; l < isa_lanes; l++) {
+                            const int64_t p = s0 * spb * bs + l * per + f;
+                            if (p < a->k)
+                                xp[i * xrow + (s0 * per + f) * isa_lanes + l] = nb_to_f32(a->dtype, a->a, i * a->k + p);
+                        }
+        for (int64_t i = 0; i < a->m && spb == 1; i++)
             for (int64_t blk = 0; blk < kb; blk++)
                 for (int64_t ch = 0; ch < bb / cl; ch++)
                     for (int64_t f = 0; f < per; f++)
