@@ -49,14 +49,20 @@ def test_matches_the_float64_reference_on_every_path(lib, dt, acc):
     # and one block of 32 words), (1, 2048, 3, 8, 128) 16, (1, 600, 4, 2, 16) 38 (one word a block)
     # at accuracy 0, M < 3 (the row kernel): (1, 1000, 7, 4, 32) and (2, 512, 9, 2, 64) take the lookup
     # form on 16-lane paths (a K tail; 2-bit indices holding the next fields' bits; an odd last column);
-    # blocks of fewer bytes than a vector take several blocks a vector (nbits_cols_small): (2, 300, 9,
-    # 2, 16) 19 blocks, 4 a vector on 16 lanes (2 on 8), the last vector one block short;
-    # (1, 600, 7, 4, 16) 38 blocks, 2 a vector on 16 lanes; (2, 1000, 5, 2, 32) 32 blocks, the last
-    # partial; with 16 or more blocks scales and zero points are read a vector at a time (the last
-    # vectors from 16 blocks before the column's end), with fewer element by element
+    # blocks of fewer bytes than a vector take several blocks a vector (nbits_cols_small; 4-bit block 16
+    # and 2-bit block 32 on 16 lanes, 2-bit block 16 on 8 and 16). Scales (float zero points) are read a
+    # vector at a time where the column has LANES blocks or more (its last vectors from LANES blocks
+    # before its end), else element by element; packed zero points a vector's worth of bytes at a
+    # time where the column has that many (at 2 bits from 13 blocks on 16 lanes, 5 on 8). Block counts
+    # (kb) 16 lanes | 8: (2, 300, 9, 2, 16) 19, 4 a vector | 2, the last vector one block short;
+    # (1, 600, 7, 4, 16) 38; (2, 1000, 5, 2, 32) 32, its last block cut short by K; (1, 270, 3, 4, 16)
+    # 17, the last vector short; (1, 60, 3, 2, 16) 4: scales and zero points element by element on
+    # both; (2, 232, 5, 2, 16) 15: scales element by element, zero points a vector on 16 lanes, the
+    # last vector short; (1, 96, 3, 2, 16) 6: the same on 8 lanes
     shapes = [(1, 256, 40, 4, 32), (3, 1000, 17, 4, 32), (2, 300, 9, 2, 16), (1, 512, 33, 8, 64), (2, 512, 20, 4, 128),
               (1, 100, 5, 2, 32), (4, 64, 3, 8, 16), (2, 200, 9, 4, 16), (2, 100, 5, 8, 32), (1, 1000, 7, 4, 32),
-              (2, 512, 9, 2, 64), (1, 600, 7, 4, 16), (2, 1000, 5, 2, 32)]
+              (2, 512, 9, 2, 64), (1, 600, 7, 4, 16), (2, 1000, 5, 2, 32), (1, 270, 3, 4, 16), (1, 60, 3, 2, 16),
+              (2, 232, 5, 2, 16), (1, 96, 3, 2, 16)]
     if acc == 4:
         shapes += [(2, 4200, 6, 4, 256), (1, 2048, 3, 8, 128), (1, 600, 4, 2, 16)]
     for isa in isas_to_test(lib):
@@ -156,13 +162,14 @@ def test_two_threads_and_rows_over_column_sub_blocks(lib, acc, m):
     try:
         for isa in isas_to_test(lib):
             lib.select_isa(isa)
-            a, b, s, z, bi = _case(rng, "f32", m, 512, 300, 4, 32, "packed", True)
-            y = np.full((m, 300), np.nan, np.float32)
-            before = int(lib.lib.pb_pool_multi_regions())
-            matmul_nbits(lib, a, b, s, y, k=512, n=300, bits=4, block_size=32, zero_points=z, bias=bi, threads=2,
-                         accuracy_level=acc).run()
-            assert int(lib.lib.pb_pool_multi_regions()) > before, isa
-            assert _err(y, _ref(acc)(a, b, s, z, bi, k=512, bits=4, block_size=32)) <= TOL["f32"], isa
+            for bits, bs in ((4, 32), (2, 16)):  # 2-bit block 16: several blocks a vector at accuracy 0
+                a, b, s, z, bi = _case(rng, "f32", m, 512, 300, bits, bs, "packed", True)
+                y = np.full((m, 300), np.nan, np.float32)
+                before = int(lib.lib.pb_pool_multi_regions())
+                matmul_nbits(lib, a, b, s, y, k=512, n=300, bits=bits, block_size=bs, zero_points=z, bias=bi,
+                             threads=2, accuracy_level=acc).run()
+                assert int(lib.lib.pb_pool_multi_regions()) > before, isa
+                assert _err(y, _ref(acc)(a, b, s, z, bi, k=512, bits=bits, block_size=bs)) <= TOL["f32"], (isa, bits)
     finally:
         lib._set_llc()
         lib.select_isa("auto")
@@ -283,7 +290,10 @@ def test_padding_bits_are_ignored(lib, acc):
     rng = np.random.default_rng(26)
     for isa in isas_to_test(lib):
         lib.select_isa(isa)
-        for m, k, n, bits, bs in ((2, 200, 9, 4, 16), (1, 100, 5, 2, 32), (3, 70, 6, 8, 32)):
+        # (2, 300, 9, 2, 16) and (1, 270, 3, 4, 16): several blocks a vector whose last packed zero
+        # points are read a vector's worth at a time from before the column's end (padding fields included)
+        for m, k, n, bits, bs in ((2, 200, 9, 4, 16), (1, 100, 5, 2, 32), (3, 70, 6, 8, 32), (2, 300, 9, 2, 16),
+                                  (1, 270, 3, 4, 16)):
             a, b, s, z, _ = _case(rng, "f32", m, k, n, bits, bs, "packed", False)
             b, z = _garbage_padding(rng, b, z, k, bits, bs)
             y = np.full((m, n), np.nan, np.float32)

@@ -4,8 +4,9 @@
  * accuracy_level 0, M >= NB_GEMM_MIN_M: matmul.c's blocked GEMM over A as it lies and panels of B
  * dequantized in registers (the matmul_nbits_panel microkernel, kernels/nbits.inc.c); bf16 on a
  * path with bf16 pairs runs it in f32 (nb_gemm_bf16_as_f32).
- * accuracy_level 0, fewer rows: each row of A becomes f32 x in the weight's field order (per block, per chunk of PB_LANES bytes,
- * per bit field: the k values of that field, zero past k and past a short block's bytes). Work items are blocks of columns; an item runs every row over its columns in
+ * accuracy_level 0, fewer rows: each row of A becomes f32 x in the weight's field order (per block, or per
+ * vector's worth of blocks where a block has fewer bytes than a vector; per run of PB_LANES bytes; per bit
+ * field: the k values of that field, zero past k). Work items are blocks of columns; an item runs every row over its columns in
  * sub-blocks whose weight bytes fit half the L2, so that for M > 1 the rows after the first read
  * them from the L2 rather than memory (reasoned from the sizes; not measured).
  * accuracy_level 4: B regrouped per group of 16 blocks and 4-byte word (nb_pack, unless given
@@ -188,11 +189,13 @@ int pb_matmul_nbits(const void *args) {
     const int64_t kb = (a->k + bs - 1) / bs, bb = bs * a->bits / 8, zpb = (kb * a->bits + 7) / 8;
     const pb_isa *isa = pb_active_isa();
     const int isa_lanes = isa->lanes;
-    const int64_t per = 8 / a->bits, cl = bb < isa_lanes ? bb : isa_lanes;
-    const int64_t xblk = bb / cl * per * isa_lanes; /* floats of a row's x per block */
+    const int64_t per = 8 / a->bits;
+    /* accuracy 0's row kernel reads x per unit of SPB blocks: one block, or where a block has fewer
+     * bytes than a vector the LANES / (block bytes) blocks a vector takes (nbits_cols_small) */
+    const int64_t spb = bb < isa_lanes ? isa_lanes / bb : 1, xunit = bb * spb * per; /* x floats a unit */
     int64_t t, ybytes, bbytes, xrow;
     if (!pb_mul_ok(a->m, a->n, &t) || !pb_mul_ok(t, es, &ybytes) || !pb_mul_ok(a->n, kb, &t) ||
-        !pb_mul_ok(t, bb, &bbytes) || !pb_mul_ok(kb, xblk, &xrow) || !pb_mul_ok(a->m, xrow, &t) ||
+        !pb_mul_ok(t, bb, &bbytes) || !pb_mul_ok((kb + spb - 1) / spb, xunit, &xrow) || !pb_mul_ok(a->m, xrow, &t) ||
         t > PB_SIZE_LIMIT / 4)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: sizes overflow");
     if (a->m == 0 || a->n == 0) return PB_OK;
@@ -270,25 +273,17 @@ int pb_matmul_nbits(const void *args) {
         float *xp = (float *)pb_scratch_slot(1, (size_t)(a->m * xrow) * sizeof(float));
         if (xp == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory for the rows of A laid out");
         memset(xp, 0, (size_t)(a->m * xrow) * sizeof(float));
-        const int64_t spb = bb < isa_lanes ? isa_lanes / bb : 1; /* blocks a vector (nbits_cols_small) */
-        if (spb > 1) /* a vector's SPB blocks laid out as one block: field f of its byte l is k = l x per + f */
-            for (int64_t i = 0; i < a->m; i++)
-                for (int64_t s0 = 0; s0 * spb < kb; s0++)
+        /* unit u's byte l (of LANES, a run of LANES bytes at a time), field f: k = u x SPB x block_size +
+         * (run x LANES + l) x per + f, zero past k */
+        for (int64_t i = 0; i < a->m; i++)
+            for (int64_t u = 0; u * spb < kb; u++)
+                for (int64_t ch = 0; ch < xunit / per / isa_lanes; ch++)
                     for (int64_t f = 0; f < per; f++)
                         for (int64_t l = 0; l < isa_lanes; l++) {
-                            const int64_t p = s0 * spb * bs + l * per + f;
+                            const int64_t p = u * spb * bs + (ch * isa_lanes + l) * per + f;
                             if (p < a->k)
-                                xp[i * xrow + (s0 * per + f) * isa_lanes + l] = nb_to_f32(a->dtype, a->a, i * a->k + p);
-                        }
-        for (int64_t i = 0; i < a->m && spb == 1; i++)
-            for (int64_t blk = 0; blk < kb; blk++)
-                for (int64_t ch = 0; ch < bb / cl; ch++)
-                    for (int64_t f = 0; f < per; f++)
-                        for (int64_t l = 0; l < cl; l++) {
-                            const int64_t p = blk * bs + (ch * cl + l) * per + f;
-                            if (p >= a->k) continue;
-                            const float v = nb_to_f32(a->dtype, a->a, i * a->k + p);
-                            xp[i * xrow + blk * xblk + (ch * per + f) * isa_lanes + l] = v;
+                                xp[i * xrow + u * xunit + (ch * per + f) * isa_lanes + l] =
+                                    nb_to_f32(a->dtype, a->a, i * a->k + p);
                         }
         c.xp = xp;
     }
