@@ -600,11 +600,13 @@ typedef struct pb_matmul_nbits_args {
     const uint8_t *b_packed;
 } pb_matmul_nbits_args;
 int pb_matmul_nbits(const void *args);
-/* B's bytes regrouped for accuracy_level 4 (once, as ORT prepacks a constant weight): bytes needed,
- * and the packing into out (out_bytes at least that). bits 2/4/8, block_size 16..256. */
+/* B's bytes regrouped for accuracy_level 4 (once, as ORT prepacks a constant weight), with the packed
+ * zero points (zp_packed 1; NULL: none) one byte a block: bytes needed, and the packing into out
+ * (out_bytes at least that). bits 2/4/8, block_size 16..256. A call with packed zero points needs
+ * a b_packed made with them (the same values: the call reads the packed copy's). */
 int pb_matmul_nbits_packed_bytes(int64_t n, int64_t k, int32_t bits, int32_t block_size, int64_t *bytes_out);
-int pb_matmul_nbits_pack_b(const uint8_t *b, int64_t n, int64_t k, int32_t bits, int32_t block_size, uint8_t *out,
-                           int64_t out_bytes);
+int pb_matmul_nbits_pack_b(const uint8_t *b, const uint8_t *zero_points, int64_t n, int64_t k, int32_t bits,
+                           int32_t block_size, uint8_t *out, int64_t out_bytes);
 /* PB_GROUP_MATMUL_END */
 
 /* ---- host peak probes (perfbench peaks) ------------------------------------------------- */

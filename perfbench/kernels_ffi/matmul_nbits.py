@@ -31,6 +31,7 @@ class PackedNBits:
 
     buf: np.ndarray
     source: np.ndarray
+    zero_points: np.ndarray | None  # the packed zero points packed with B (None: none)
     n: int
     k: int
     bits: int
@@ -94,6 +95,9 @@ def matmul_nbits(lib: Library, a: np.ndarray, b: np.ndarray, scales: np.ndarray,
         if not isinstance(packed_b, PackedNBits) or packed_b.source is not b or \
                 (packed_b.n, packed_b.k, packed_b.bits, packed_b.block_size) != (n, k, bits, block_size):
             raise UsageError(f"{name}: packed_b must be pack_b's result for this b, n, k, bits and block_size")
+        if zp_packed and packed_b.zero_points is not zero_points:
+            raise UsageError(f"{name}: packed_b was packed without these packed zero_points; pass "
+                             "pack_b(..., zero_points=zero_points) (the call reads the packed copy's)")
     check_no_overlap(name, {"y": y}, {"a": a, "b": b, "scales": scales, "zero_points": zero_points, "bias": bias,
                                       "packed_b": packed_b.buf if packed_b is not None else None})
     args = lib.ffi.new("pb_matmul_nbits_args*")
@@ -117,16 +121,26 @@ def packed_bytes(lib: Library, n: int, k: int, bits: int, block_size: int, what:
     return int(out[0])
 
 
-def pack_b(lib: Library, b: np.ndarray, *, n: int, k: int, bits: int, block_size: int) -> PackedNBits:
+def pack_b(lib: Library, b: np.ndarray, *, n: int, k: int, bits: int, block_size: int,
+           zero_points: np.ndarray | None = None) -> PackedNBits:
     """b (N, k_blocks, blob) uint8 regrouped for accuracy_level 4 (per group of 16 blocks, per 4-byte
-    word, the word of each block: native/cpu/kernels/nbits.inc.c), now (not timed). The result
-    stands for b as it is now: b changed in place afterwards leaves it stale."""
+    word, the word of each block: native/cpu/kernels/nbits.inc.c), with the packed (uint8) zero
+    points one byte a block, now (not timed). A call with packed zero points needs them packed here
+    too. The result stands for b and zero_points as they are now: changed in place afterwards, they
+    leave it stale."""
     name = "matmul_nbits_pack_b"
     check_array(b, "b", name)
     kb = -(-k // block_size) if block_size > 0 else 0
     if b.dtype != np.uint8 or b.shape != (n, kb, block_size * bits // 8):
         raise UsageError(f"{name}: b must be uint8 of shape (N, k_blocks, blob) = {(n, kb, block_size * bits // 8)}, "
                          f"got {b.dtype}{b.shape}")
+    if zero_points is not None:
+        check_array(zero_points, "zero_points", name)
+        zpb = -(-kb * bits // 8) if bits > 0 else 0
+        if zero_points.dtype != np.uint8 or zero_points.shape not in ((n, zpb), (n * zpb,)):
+            raise UsageError(f"{name}: zero_points must be the packed ones, uint8 (N, ceil(k_blocks * bits / 8)) = "
+                             f"{(n, zpb)} or ({n * zpb},), got {zero_points.dtype}{zero_points.shape}")
     out = np.empty(packed_bytes(lib, n, k, bits, block_size, name), np.uint8)
-    lib.check(lib.lib.pb_matmul_nbits_pack_b(lib.ptr(b), n, k, bits, block_size, lib.ptr(out), out.size), name)
-    return PackedNBits(out, b, n, k, bits, block_size)
+    zp = lib.ptr(zero_points) if zero_points is not None else lib.ffi.NULL
+    lib.check(lib.lib.pb_matmul_nbits_pack_b(lib.ptr(b), zp, n, k, bits, block_size, lib.ptr(out), out.size), name)
+    return PackedNBits(out, b, zero_points, n, k, bits, block_size)

@@ -197,11 +197,13 @@ class MatMulNBits(Op):
             raise UsageError(f"MatMulNBits runs on the CPU only, not {device}")
         m, k, n, bits, bs, kb = _dims(case)
         acc = case.p["accuracy_level"]
-        # B is an initializer in every cell: at accuracy 4 regrouped once here, untimed, as ORT
-        # prepacks it at session creation
-        packed = pack_b(lib, inputs["B"], n=n, k=k, bits=bits, block_size=bs) if acc == 4 else None
+        # B and its zero points are initializers in every cell: at accuracy 4 regrouped once here
+        # (packed zero points a byte a block with B), untimed, as ORT prepacks them at session creation
+        zp = inputs.get("zero_points")
+        packed = pack_b(lib, inputs["B"], n=n, k=k, bits=bits, block_size=bs,
+                        zero_points=zp if zp is not None and zp.dtype == np.uint8 else None) if acc == 4 else None
         return matmul_nbits(lib, inputs["A"], inputs["B"], inputs["scales"], outputs["Y"], k=k, n=n, bits=bits,
-                            block_size=bs, zero_points=inputs.get("zero_points"), bias=inputs.get("bias"),
+                            block_size=bs, zero_points=zp, bias=inputs.get("bias"),
                             accuracy_level=acc, packed_b=packed, threads=threads)
 
     def oracle(self, case: Case, inputs: dict) -> dict:

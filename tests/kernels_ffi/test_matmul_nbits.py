@@ -315,7 +315,8 @@ def test_accuracy_4_with_b_packed_once_gives_the_same_bytes(lib):
             y1, y2 = np.full((m, n), np.nan, np.float32), np.full((m, n), np.nan, np.float32)
             kw = dict(k=k, n=n, bits=bits, block_size=bs, zero_points=z, bias=bi, accuracy_level=4)
             matmul_nbits(lib, a, b, s, y1, **kw).run()
-            matmul_nbits(lib, a, b, s, y2, packed_b=pack_b(lib, b, n=n, k=k, bits=bits, block_size=bs), **kw).run()
+            matmul_nbits(lib, a, b, s, y2, packed_b=pack_b(lib, b, n=n, k=k, bits=bits, block_size=bs, zero_points=z),
+                         **kw).run()
             assert y1.tobytes() == y2.tobytes(), (isa, bits, bs)
             assert _err(y2, nb.reference_int8_a(a, b, s, z, bi, k=k, bits=bits, block_size=bs)) <= TOL["f32"]
     lib.select_isa("auto")
@@ -333,6 +334,23 @@ def test_accuracy_4_with_b_packed_once_gives_the_same_bytes(lib):
                      packed_b=dataclasses.replace(pack_b(lib, b2, n=4, k=64, bits=2, block_size=64), source=b))
     with pytest.raises(NativeError, match="block_size=512"):
         pack_b(lib, np.zeros((4, 1, 256), np.uint8), n=4, k=64, bits=4, block_size=512)
+    # the call reads the packed copy's zero points: B packed without them (or with other ones) is refused
+    with pytest.raises(UsageError, match="packed without these packed zero_points"):
+        matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z, packed_b=pb, accuracy_level=4)
+    with pytest.raises(UsageError, match="packed without these packed zero_points"):
+        matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z, accuracy_level=4,
+                     packed_b=pack_b(lib, b, n=4, k=64, bits=4, block_size=32, zero_points=z.copy()))
+    with pytest.raises(UsageError, match="zero_points must be the packed ones"):
+        pack_b(lib, b, n=4, k=64, bits=4, block_size=32, zero_points=z.astype(np.float32))
+    call = matmul_nbits(lib, a, b, s, y, k=64, n=4, bits=4, block_size=32, zero_points=z, accuracy_level=4,
+                        packed_b=pack_b(lib, b, n=4, k=64, bits=4, block_size=32, zero_points=z))
+    call.args.b_packed = lib.ptr(pb.buf)  # C: the same bytes of B, no zero points
+    with pytest.raises(NativeError, match="packed without zero points"):
+        call.run()
+    bogus = np.zeros_like(pb.buf)
+    call.args.b_packed = lib.ptr(bogus)
+    with pytest.raises(NativeError, match="not pb_matmul_nbits_pack_b's output"):
+        call.run()
 
 
 def test_accuracy_4_tiles_of_rows_run_k_in_chunks_when_the_l1_is_small(lib):

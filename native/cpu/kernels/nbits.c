@@ -33,6 +33,7 @@ typedef struct {
     const float *xp;
     int64_t kb, xrow, chunk, sub, es, lanes8, xq_off; /* accuracy 4: floats of each per-block array, xq's offset */
     int zp_mode;
+    const void *zp8; /* accuracy 4: the zero points the int8 kernel reads (packed ones: B's packed copy of them) */
     int wide; /* accuracy 4: a single row may take four columns at a time (nb_wide) */
 } nb_ctx;
 
@@ -44,7 +45,7 @@ static void nb_range(void *ctx, int64_t t0, int64_t t1) {
         for (int64_t s0 = c0; s0 < c1; s0 += c->sub) {
             const int64_t s1 = s0 + c->sub < c1 ? s0 + c->sub : c1;
             if (c->uk8 != NULL) { /* all rows at once: the kernel runs them in tiles of rows */
-                c->uk8(c->xp, c->xrow, a->m, c->lanes8, c->xq_off, c->bp, a->scales, a->zero_points, c->zp_mode,
+                c->uk8(c->xp, c->xrow, a->m, c->lanes8, c->xq_off, c->bp, a->scales, c->zp8, c->zp_mode,
                        a->bias, a->bits, a->block_size, c->kb, s0, s1, a->y, a->n, c->wide);
                 continue;
             }
@@ -109,10 +110,25 @@ static int nb_gemm_bf16_as_f32(const pb_isa *isa, const pb_matmul_nbits_args *a,
  * nothing between 10 and 23 MiB was tried. */
 static int nb_wide(int bits, int64_t weight_bytes) { return bits != 8 && !pb_stream_worth(weight_bytes); }
 
-static int64_t nb_packed_bytes(int64_t n, int64_t kb, int64_t bb) { return n * ((kb + NB_G - 1) / NB_G) * NB_G * bb; }
+/* The packed copy (accuracy 4): B per group of NB_G blocks and 4-byte word, then each column's
+ * packed zero points one byte a block (kb rounded up to a group; zero past kb), then a trailer saying
+ * whether the zero points are there. The int8 kernel had unpacked a group's 16 zero points from 8
+ * bytes per column (masked load, widen, permute, shift, mask) where a byte a block takes a widening
+ * load and a conversion. perfbench's native loop against the build before (0cf31d5), Zen 4, medians
+ * of 9, Y bitwise the same, several runs on a noisy host: 1 x 4096 x 4096 4-bit block 32 1 thread
+ * 0.97, 0.97, 0.78; 2 threads 0.90, 0.89; block 128 1.01, 1.00; f16 1 thread 0.96; 16 rows 1.05,
+ * 1.05, 0.99 (2 threads 1.03): a gain at one row, block 32, and none shown elsewhere. */
+#define NB_TRAILER 64
+#define NB_MAGIC 0x42544e50u /* "PNTB" */
+static int64_t nb_zp_offset(int64_t n, int64_t kb, int64_t bb) { return n * ((kb + NB_G - 1) / NB_G) * NB_G * bb; }
+static int64_t nb_packed_bytes(int64_t n, int64_t kb, int64_t bb) {
+    return nb_zp_offset(n, kb, bb) + n * ((kb + NB_G - 1) / NB_G) * NB_G + NB_TRAILER;
+}
 
-static void nb_pack(const uint8_t *b, int64_t n, int64_t kb, int64_t bb, uint8_t *out) {
-    const int64_t ngr = (kb + NB_G - 1) / NB_G, wpb = bb / 4;
+/* zp: packed zero points (ceil(kb x bits / 8) bytes a column) or NULL */
+static void nb_pack(const uint8_t *b, const uint8_t *zp, int bits, int64_t n, int64_t kb, int64_t bb, uint8_t *out) {
+    const int64_t ngr = (kb + NB_G - 1) / NB_G, wpb = bb / 4, kbg = ngr * NB_G, zpb = (kb * bits + 7) / 8;
+    const int per = 8 / bits, mask = (1 << bits) - 1;
     for (int64_t j = 0; j < n; j++)
         for (int64_t grp = 0; grp < ngr; grp++)
             for (int64_t w = 0; w < wpb; w++) {
@@ -125,6 +141,13 @@ static void nb_pack(const uint8_t *b, int64_t n, int64_t kb, int64_t bb, uint8_t
                         memset(o + l * 4, 0, 4);
                 }
             }
+    uint8_t *z = out + nb_zp_offset(n, kb, bb);
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t blk = 0; blk < kbg; blk++)
+            z[j * kbg + blk] = zp != NULL && blk < kb ? (zp[j * zpb + blk / per] >> (bits * (blk % per))) & mask : 0;
+    uint32_t trailer[2] = {NB_MAGIC, zp != NULL};
+    memset(z + n * kbg, 0, NB_TRAILER);
+    memcpy(z + n * kbg, trailer, sizeof(trailer));
 }
 
 static int nb_pack_check(int64_t n, int64_t k, int32_t bits, int32_t block_size, int64_t *bytes, const char *who) {
@@ -137,9 +160,9 @@ static int nb_pack_check(int64_t n, int64_t k, int32_t bits, int32_t block_size,
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: n=%lld k=%lld must be >= 0", who, (long long)n, (long long)k);
     const int64_t kb = (k + block_size - 1) / block_size, bb = (int64_t)block_size * bits / 8;
     int64_t t;
-    if (!pb_mul_ok(n, (kb + NB_G - 1) / NB_G * NB_G, &t) || !pb_mul_ok(t, bb, &t) || t > PB_SIZE_LIMIT)
+    if (!pb_mul_ok(n, (kb + NB_G - 1) / NB_G * NB_G, &t) || !pb_mul_ok(t, bb + 1, &t) || t > PB_SIZE_LIMIT)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: sizes overflow", who);
-    *bytes = t;
+    *bytes = nb_packed_bytes(n, kb, bb);
     return PB_OK;
 }
 
@@ -148,8 +171,8 @@ int pb_matmul_nbits_packed_bytes(int64_t n, int64_t k, int32_t bits, int32_t blo
     return nb_pack_check(n, k, bits, block_size, bytes_out, "matmul_nbits_packed_bytes");
 }
 
-int pb_matmul_nbits_pack_b(const uint8_t *b, int64_t n, int64_t k, int32_t bits, int32_t block_size, uint8_t *out,
-                           int64_t out_bytes) {
+int pb_matmul_nbits_pack_b(const uint8_t *b, const uint8_t *zero_points, int64_t n, int64_t k, int32_t bits,
+                           int32_t block_size, uint8_t *out, int64_t out_bytes) {
     int64_t need;
     CHECK(nb_pack_check(n, k, bits, block_size, &need, "matmul_nbits_pack_b"));
     if (out_bytes < need)
@@ -160,7 +183,9 @@ int pb_matmul_nbits_pack_b(const uint8_t *b, int64_t n, int64_t k, int32_t bits,
     const int64_t kb = (k + block_size - 1) / block_size;
     if (pb_overlap(out, (size_t)need, b, (size_t)(n * kb * block_size * bits / 8)))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits_pack_b: out overlaps b");
-    nb_pack(b, n, kb, (int64_t)block_size * bits / 8, out);
+    if (zero_points != NULL && pb_overlap(out, (size_t)need, zero_points, (size_t)(n * ((kb * bits + 7) / 8))))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits_pack_b: out overlaps zero_points");
+    nb_pack(b, zero_points, bits, n, kb, (int64_t)block_size * bits / 8, out);
     return PB_OK;
 }
 
@@ -231,15 +256,28 @@ int pb_matmul_nbits(const void *args) {
             return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: sizes overflow");
         c.wide = nb_wide(a->bits, nb_packed_bytes(a->n, kb, bb) + a->n * kb * es + (int64_t)zbytes);
         c.bp = a->b_packed;
+        const uint8_t *zpk = c.zp_mode == 1 ? (const uint8_t *)a->zero_points : NULL;
         if (c.bp == NULL) { /* B not packed beforehand: packed here, every call */
             /* slot 0: the per-thread microkernel scratch, which the nbits microkernels do not use */
             uint8_t *bp = (uint8_t *)pb_scratch_slot(0, (size_t)nb_packed_bytes(a->n, kb, bb));
             if (bp == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory to pack B");
-            nb_pack(a->b, a->n, kb, bb, bp);
+            nb_pack(a->b, zpk, a->bits, a->n, kb, bb, bp);
             c.bp = bp;
-        } else if (pb_overlap(a->y, (size_t)ybytes, a->b_packed, (size_t)nb_packed_bytes(a->n, kb, bb))) {
-            return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: y overlaps b_packed");
+        } else {
+            if (pb_overlap(a->y, (size_t)ybytes, a->b_packed, (size_t)nb_packed_bytes(a->n, kb, bb)))
+                return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: y overlaps b_packed");
+            uint32_t trailer[2];
+            memcpy(trailer, a->b_packed + nb_packed_bytes(a->n, kb, bb) - NB_TRAILER, sizeof(trailer));
+            if (trailer[0] != NB_MAGIC)
+                return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: b_packed is not pb_matmul_nbits_pack_b's "
+                                                        "output for this n, k, bits and block_size");
+            if (zpk != NULL && !trailer[1])
+                return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: b_packed was packed without zero points; "
+                                                        "pass the packed zero_points to pb_matmul_nbits_pack_b too");
         }
+        /* packed zero points: the packed copy's byte a block (mode 3) */
+        c.zp8 = zpk != NULL ? (const void *)(c.bp + nb_zp_offset(a->n, kb, bb)) : a->zero_points;
+        if (zpk != NULL) c.zp_mode = 3;
         float *xq = (float *)pb_scratch_slot(1, (size_t)(a->m * c.xrow) * sizeof(float));
         if (xq == NULL) return pb_fail(PB_ERR_OUT_OF_MEMORY, "matmul_nbits: no memory for the rows of A quantized");
         nb_quant_ctx q = {a, isa->matmul_nbits_quant_rows[pb_dtype_index(a->dtype)], kb, c.lanes8, c.xq_off, c.xrow, xq};

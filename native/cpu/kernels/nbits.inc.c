@@ -47,8 +47,10 @@ static inline __attribute__((always_inline)) float PB_UK(PB_DT, nbits_zp)(const 
                                                                           int64_t kb, int64_t jj, int64_t blk) {
     const int per = 8 / BITS, mask = (1 << BITS) - 1;
     const int64_t zpb = (kb * BITS + 7) / 8; /* packed zero-point bytes per column */
+    const int64_t kbg = (kb + PB_NB_GROUP - 1) / PB_NB_GROUP * PB_NB_GROUP; /* mode 3: bytes a column */
     return zp_mode == 0   ? (float)(1 << (BITS - 1))
            : zp_mode == 1 ? (float)((((const uint8_t *)zpv)[jj * zpb + blk / per] >> (BITS * (blk % per))) & mask)
+           : zp_mode == 3 ? (float)((const uint8_t *)zpv)[jj * kbg + blk]
                           : NB_F32(((const T *)zpv)[jj * kb + blk]);
 }
 
@@ -464,7 +466,8 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_lanes)(
         vf sw, zp;
         if (FULL) {
             sw = T_LOAD(sc + jj * kb + g0);
-            zp = zp_mode == 0 ? vf_set1((float)(1 << (BITS - 1)))
+            zp = zp_mode == 0   ? vf_set1((float)(1 << (BITS - 1)))
+                 : zp_mode == 3 ? vf_load_u8((const uint8_t *)zpv + jj * ngr * G + g0)
                  : zp_mode == 1 ? vf_load_u_fields((const uint8_t *)zpv + jj * zpb + g0 * BITS / 8, BITS)
                                 : T_LOAD((const T *)zpv + jj * kb + g0);
         } else { /* the column's last blocks: copies, zero past them */

@@ -28,6 +28,8 @@ static inline vf vf_swap_pairs(vf a) { return _mm512_permute_ps(a, 0xB1); }
 
 
 /* PB_LANES bytes at p, each (byte >> shift) & mask, as f32 (MatMulNBits' weight fields) */
+/* LANES bytes as f32 (MatMulNBits' zero points a byte a block in B's packed copy) */
+static inline vf vf_load_u8(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
     __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
     v = _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(mask));
