@@ -58,11 +58,12 @@ def test_matches_the_float64_reference_on_every_path(lib, dt, acc):
     # (1, 600, 7, 4, 16) 38; (2, 1000, 5, 2, 32) 32, its last block cut short by K; (1, 270, 3, 4, 16)
     # 17, the last vector short; (1, 60, 3, 2, 16) 4: scales and zero points element by element on
     # both; (2, 232, 5, 2, 16) 15: scales element by element, zero points a vector on 16 lanes, the
-    # last vector short; (1, 96, 3, 2, 16) 6: the same on 8 lanes
+    # last vector short; (1, 96, 3, 2, 16) 6: scales element by element, zero points a vector on 8 lanes;
+    # (1, 80, 3, 2, 16) 5: the same with the last vector short
     shapes = [(1, 256, 40, 4, 32), (3, 1000, 17, 4, 32), (2, 300, 9, 2, 16), (1, 512, 33, 8, 64), (2, 512, 20, 4, 128),
               (1, 100, 5, 2, 32), (4, 64, 3, 8, 16), (2, 200, 9, 4, 16), (2, 100, 5, 8, 32), (1, 1000, 7, 4, 32),
               (2, 512, 9, 2, 64), (1, 600, 7, 4, 16), (2, 1000, 5, 2, 32), (1, 270, 3, 4, 16), (1, 60, 3, 2, 16),
-              (2, 232, 5, 2, 16), (1, 96, 3, 2, 16)]
+              (2, 232, 5, 2, 16), (1, 96, 3, 2, 16), (1, 80, 3, 2, 16)]
     if acc == 4:
         shapes += [(2, 4200, 6, 4, 256), (1, 2048, 3, 8, 128), (1, 600, 4, 2, 16)]
     for isa in isas_to_test(lib):
@@ -351,6 +352,21 @@ def test_accuracy_4_with_b_packed_once_gives_the_same_bytes(lib):
     call.args.b_packed = lib.ptr(bogus)
     with pytest.raises(NativeError, match="not pb_matmul_nbits_pack_b's output"):
         call.run()
+    other = pack_b(lib, b2, n=4, k=64, bits=2, block_size=64)  # as many bytes, packed for another problem
+    assert other.buf.size == pb.buf.size
+    call.args.b_packed = lib.ptr(other.buf)
+    with pytest.raises(NativeError, match="not pb_matmul_nbits_pack_b's output"):
+        call.run()
+    # B packed with its zero points serves calls without them or with float ones (they are not read)
+    withzp = pack_b(lib, b, n=4, k=64, bits=4, block_size=32, zero_points=z)
+    zf = rng.integers(0, 16, (4, 2)).astype(np.float32)
+    for zc in (None, zf):
+        y3 = np.full((1, 4), np.nan, np.float32)
+        matmul_nbits(lib, a, b, s, y3, k=64, n=4, bits=4, block_size=32, zero_points=zc, packed_b=withzp,
+                     accuracy_level=4).run()
+        assert _err(y3, nb.reference_int8_a(a, b, s, zc, k=64, bits=4, block_size=32)) <= TOL["f32"]
+    empty = pack_b(lib, np.zeros((0, 2, 16), np.uint8), n=0, k=64, bits=4, block_size=32)  # n = 0: the trailer alone
+    assert empty.buf.size == 64
 
 
 def test_accuracy_4_tiles_of_rows_run_k_in_chunks_when_the_l1_is_small(lib):

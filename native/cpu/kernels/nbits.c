@@ -115,11 +115,17 @@ static int nb_wide(int bits, int64_t weight_bytes) { return bits != 8 && !pb_str
  * whether the zero points are there. The int8 kernel had unpacked a group's 16 zero points from 8
  * bytes per column (masked load, widen, permute, shift, mask) where a byte a block takes a widening
  * load and a conversion. perfbench's native loop against the build before (0cf31d5), Zen 4, medians
- * of 9, Y bitwise the same, several runs on a noisy host: 1 x 4096 x 4096 4-bit block 32 1 thread
- * 0.97, 0.97, 0.78; 2 threads 0.90, 0.89; block 128 1.01, 1.00; f16 1 thread 0.96; 16 rows 1.05,
- * 1.05, 0.99 (2 threads 1.03): a gain at one row, block 32, and none shown elsewhere. */
+ * of 9, Y bitwise the same, one run on a noisy host (an earlier version of this change, which also
+ * let 4096 x 4096 block 32 f32 fall to two columns a row, is not counted): 1 x 4096 x 4096 4-bit
+ * block 32 1 thread 0.845 and 0.926, 2 threads 1.022 and 0.920, block 128 0.939, f16 0.821; 16 rows
+ * 1.071 (the earlier version 0.99-1.05: 16 rows may be up to 5-7% slower, not looked into). */
 #define NB_TRAILER 64
 #define NB_MAGIC 0x42544e50u /* "PNTB" */
+typedef struct { /* at the packed copy's end (NB_TRAILER bytes, the rest zero) */
+    uint32_t magic, has_zp;
+    int64_t n, kb, bb;
+    int32_t bits;
+} nb_trailer;
 static int64_t nb_zp_offset(int64_t n, int64_t kb, int64_t bb) { return n * ((kb + NB_G - 1) / NB_G) * NB_G * bb; }
 static int64_t nb_packed_bytes(int64_t n, int64_t kb, int64_t bb) {
     return nb_zp_offset(n, kb, bb) + n * ((kb + NB_G - 1) / NB_G) * NB_G + NB_TRAILER;
@@ -145,9 +151,16 @@ static void nb_pack(const uint8_t *b, const uint8_t *zp, int bits, int64_t n, in
     for (int64_t j = 0; j < n; j++)
         for (int64_t blk = 0; blk < kbg; blk++)
             z[j * kbg + blk] = zp != NULL && blk < kb ? (zp[j * zpb + blk / per] >> (bits * (blk % per))) & mask : 0;
-    uint32_t trailer[2] = {NB_MAGIC, zp != NULL};
+    nb_trailer tr;
+    memset(&tr, 0, sizeof(tr));
+    tr.magic = NB_MAGIC;
+    tr.has_zp = zp != NULL;
+    tr.n = n;
+    tr.kb = kb;
+    tr.bb = bb;
+    tr.bits = bits;
     memset(z + n * kbg, 0, NB_TRAILER);
-    memcpy(z + n * kbg, trailer, sizeof(trailer));
+    memcpy(z + n * kbg, &tr, sizeof(tr));
 }
 
 static int nb_pack_check(int64_t n, int64_t k, int32_t bits, int32_t block_size, int64_t *bytes, const char *who) {
@@ -178,9 +191,10 @@ int pb_matmul_nbits_pack_b(const uint8_t *b, const uint8_t *zero_points, int64_t
     if (out_bytes < need)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits_pack_b: out holds %lld bytes, %lld needed",
                        (long long)out_bytes, (long long)need);
-    if (need == 0) return PB_OK;
-    if (b == NULL || out == NULL) return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits_pack_b: b and out must not be NULL");
     const int64_t kb = (k + block_size - 1) / block_size;
+    /* the trailer is written even for an empty B (n or k 0: b may be NULL then) */
+    if (out == NULL || (b == NULL && n * kb > 0))
+        return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits_pack_b: b and out must not be NULL");
     if (pb_overlap(out, (size_t)need, b, (size_t)(n * kb * block_size * bits / 8)))
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits_pack_b: out overlaps b");
     if (zero_points != NULL && pb_overlap(out, (size_t)need, zero_points, (size_t)(n * ((kb * bits + 7) / 8))))
@@ -254,9 +268,11 @@ int pb_matmul_nbits(const void *args) {
         c.xrow = (c.xq_off + xq_bytes / 4 + 15) / 16 * 16; /* whole cache lines a row */
         if (!pb_mul_ok(a->m, c.xrow, &t) || t > PB_SIZE_LIMIT / 4)
             return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: sizes overflow");
-        c.wide = nb_wide(a->bits, nb_packed_bytes(a->n, kb, bb) + a->n * kb * es + (int64_t)zbytes);
-        c.bp = a->b_packed;
         const uint8_t *zpk = c.zp_mode == 1 ? (const uint8_t *)a->zero_points : NULL;
+        /* the bytes the kernel reads: packed B, scales, and zero points (packed ones: the packed copy's) */
+        c.wide = nb_wide(a->bits, nb_zp_offset(a->n, kb, bb) + a->n * kb * es +
+                                      (zpk != NULL ? a->n * c.lanes8 : (int64_t)zbytes));
+        c.bp = a->b_packed;
         if (c.bp == NULL) { /* B not packed beforehand: packed here, every call */
             /* slot 0: the per-thread microkernel scratch, which the nbits microkernels do not use */
             uint8_t *bp = (uint8_t *)pb_scratch_slot(0, (size_t)nb_packed_bytes(a->n, kb, bb));
@@ -266,12 +282,12 @@ int pb_matmul_nbits(const void *args) {
         } else {
             if (pb_overlap(a->y, (size_t)ybytes, a->b_packed, (size_t)nb_packed_bytes(a->n, kb, bb)))
                 return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: y overlaps b_packed");
-            uint32_t trailer[2];
-            memcpy(trailer, a->b_packed + nb_packed_bytes(a->n, kb, bb) - NB_TRAILER, sizeof(trailer));
-            if (trailer[0] != NB_MAGIC)
+            nb_trailer tr;
+            memcpy(&tr, a->b_packed + nb_packed_bytes(a->n, kb, bb) - NB_TRAILER, sizeof(tr));
+            if (tr.magic != NB_MAGIC || tr.n != a->n || tr.kb != kb || tr.bb != bb || tr.bits != a->bits)
                 return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: b_packed is not pb_matmul_nbits_pack_b's "
                                                         "output for this n, k, bits and block_size");
-            if (zpk != NULL && !trailer[1])
+            if (zpk != NULL && !tr.has_zp)
                 return pb_fail(PB_ERR_INVALID_ARGUMENT, "matmul_nbits: b_packed was packed without zero points; "
                                                         "pass the packed zero_points to pb_matmul_nbits_pack_b too");
         }

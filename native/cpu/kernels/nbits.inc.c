@@ -421,7 +421,7 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_lanes)(
     const int per = 8 / BITS, mask = (1 << BITS) - 1;
     const int64_t G = PB_NB_GROUP, wpb = bs * BITS / 32;                  /* 4-byte words a block */
     const int64_t ngr = (kb + G - 1) / G, grp = g0 / G, h = g0 % G;       /* g0's group, its lane offset */
-    const int64_t colb = ngr * wpb * 4 * G, zpb = (kb * BITS + 7) / 8;    /* packed bytes a column */
+    const int64_t colb = ngr * wpb * 4 * G;                               /* packed bytes a column */
     /* CH chains a sum (PB_VI_DOT_CHAINS): a field's products go to chain f mod CH, or with one field
      * a byte (8 bits) word w's to chain w mod CH, words taken CH at a time (wpb = bs / 4 is even:
      * nbits.c admits only powers of two from 16).
@@ -467,8 +467,7 @@ static inline __attribute__((always_inline)) void PB_UK(PB_DT, nbits_i8_lanes)(
         if (FULL) {
             sw = T_LOAD(sc + jj * kb + g0);
             zp = zp_mode == 0   ? vf_set1((float)(1 << (BITS - 1)))
-                 : zp_mode == 3 ? vf_load_u8((const uint8_t *)zpv + jj * ngr * G + g0)
-                 : zp_mode == 1 ? vf_load_u_fields((const uint8_t *)zpv + jj * zpb + g0 * BITS / 8, BITS)
+                 : zp_mode == 3 ? vf_load_u8((const uint8_t *)zpv + jj * ngr * G + g0) /* packed: the copy's bytes */
                                 : T_LOAD((const T *)zpv + jj * kb + g0);
         } else { /* the column's last blocks: copies, zero past them */
             float st[PB_LANES] = {0}, zt[PB_LANES] = {0};

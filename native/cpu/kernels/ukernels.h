@@ -100,8 +100,8 @@ typedef void (*pb_matmul_nbits_ukernel)(const float *xp, const uint8_t *b, const
  * rows of A quantized to int8 and laid out by the driver, xrow floats apart: each row's blocks' int8
  * sums at [0, nbp), their scales at [nbp, 2 nbp), its int8 values from float xq_off on; bp: B
  * packed (kernels/nbits.inc.c states both layouts); wide: a single row may take four columns at a
- * time (PB_NB_NC1) rather than two; zp_mode 3: zp is the packed copy's zero points, a byte a block
- * (kb rounded up to a group a column); the rest as pb_matmul_nbits_ukernel. */
+ * time (PB_NB_NC1) rather than two; zp_mode 0, 2 or 3 (packed zero points only as the packed copy's,
+ * a byte a block, kb rounded up to a group a column; not 1); the rest as pb_matmul_nbits_ukernel. */
 #define PB_NB_GROUP 16 /* blocks a packed group: the widest path's lanes, so one layout serves every path */
 typedef void (*pb_matmul_nbits_i8_ukernel)(const float *rows, int64_t xrow, int64_t nrows, int64_t nbp, int64_t xq_off,
                                            const uint8_t *bp, const void *scales, const void *zp, int zp_mode,

@@ -39,13 +39,13 @@ static inline vf vf_swap_pairs(vf a) { return _mm256_permute_ps(a, 0xB1); }
 
 
 /* PB_LANES bytes at p, each (byte >> shift) & mask, as f32 (MatMulNBits' weight fields) */
-/* LANES bytes as f32 (MatMulNBits' zero points a byte a block in B's packed copy) */
-static inline vf vf_load_u8(const uint8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
 static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
     __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
     v = _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(mask));
     return _mm256_cvtepi32_ps(v);
 }
+/* LANES bytes as f32 (MatMulNBits' zero points a byte a block in B's packed copy) */
+static inline vf vf_load_u8(const uint8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
 /* int8 dot products (MatMulNBits accuracy 4), as in vec/avx512.h: a vi is PB_LANES int32 lanes or
  * 4 * PB_LANES bytes. Without VNNI, vpmaddubsw (u8 x s8 pairs into saturating int16) then vpmaddwd
  * by ones; exact while u <= 127 (a pair sums to at most 2 x 127 x 128 = 32512). vi_dot_u8 takes

@@ -28,13 +28,13 @@ static inline vf vf_swap_pairs(vf a) { return _mm512_permute_ps(a, 0xB1); }
 
 
 /* PB_LANES bytes at p, each (byte >> shift) & mask, as f32 (MatMulNBits' weight fields) */
-/* LANES bytes as f32 (MatMulNBits' zero points a byte a block in B's packed copy) */
-static inline vf vf_load_u8(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
     __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
     v = _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(mask));
     return _mm512_cvtepi32_ps(v);
 }
+/* LANES bytes as f32 (MatMulNBits' zero points a byte a block in B's packed copy) */
+static inline vf vf_load_u8(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 /* int8 dot products (MatMulNBits accuracy 4): a vi is PB_LANES int32 lanes, or the 4 * PB_LANES
  * bytes they are made of; vi_dot adds to lane l the four products of bytes 4l..4l+3, u unsigned
  * and s signed (AVX512-VNNI vpdpbusd: exact, no saturation, for any u8) */

@@ -52,15 +52,15 @@ static inline vf vf_swap_pairs(vf a) { vf r; for (int i = 0; i < PB_LANES; i += 
 
 /* loads and stores, by element type */
 /* PB_LANES bytes at p, each (byte >> shift) & mask, as f32 (MatMulNBits' weight fields) */
+static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
+    vf r;
+    PB_VLOOP(i) r.v[i] = (float)((p[i] >> shift) & mask);
+    return r;
+}
 /* LANES bytes as f32 (MatMulNBits' zero points a byte a block in B's packed copy) */
 static inline vf vf_load_u8(const uint8_t *p) {
     vf r;
     PB_VLOOP(i) r.v[i] = (float)p[i];
-    return r;
-}
-static inline vf vf_load_u8_field(const uint8_t *p, int shift, int mask) {
-    vf r;
-    PB_VLOOP(i) r.v[i] = (float)((p[i] >> shift) & mask);
     return r;
 }
 /* int8 dot products (MatMulNBits accuracy 4), as in vec/avx512.h: PB_LANES int32 lanes, or the
