@@ -126,14 +126,13 @@ typedef struct { /* at the packed copy's end (NB_TRAILER bytes, the rest zero) *
     int64_t n, kb, bb;
     int32_t bits;
 } nb_trailer;
-static int64_t nb_zp_offset(int64_t n, int64_t kb, int64_t bb) { return n * ((kb + NB_G - 1) / NB_G) * NB_G * bb; }
-static int64_t nb_packed_bytes(int64_t n, int64_t kb, int64_t bb) {
-    return nb_zp_offset(n, kb, bb) + n * ((kb + NB_G - 1) / NB_G) * NB_G + NB_TRAILER;
-}
+static int64_t nb_kbg(int64_t kb) { return (kb + NB_G - 1) / NB_G * NB_G; } /* blocks a column, whole groups */
+static int64_t nb_zp_offset(int64_t n, int64_t kb, int64_t bb) { return n * nb_kbg(kb) * bb; }
+static int64_t nb_packed_bytes(int64_t n, int64_t kb, int64_t bb) { return nb_zp_offset(n, kb, bb) + n * nb_kbg(kb) + NB_TRAILER; }
 
 /* zp: packed zero points (ceil(kb x bits / 8) bytes a column) or NULL */
 static void nb_pack(const uint8_t *b, const uint8_t *zp, int bits, int64_t n, int64_t kb, int64_t bb, uint8_t *out) {
-    const int64_t ngr = (kb + NB_G - 1) / NB_G, wpb = bb / 4, kbg = ngr * NB_G, zpb = (kb * bits + 7) / 8;
+    const int64_t kbg = nb_kbg(kb), ngr = kbg / NB_G, wpb = bb / 4, zpb = (kb * bits + 7) / 8;
     const int per = 8 / bits, mask = (1 << bits) - 1;
     for (int64_t j = 0; j < n; j++)
         for (int64_t grp = 0; grp < ngr; grp++)
@@ -173,7 +172,7 @@ static int nb_pack_check(int64_t n, int64_t k, int32_t bits, int32_t block_size,
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: n=%lld k=%lld must be >= 0", who, (long long)n, (long long)k);
     const int64_t kb = (k + block_size - 1) / block_size, bb = (int64_t)block_size * bits / 8;
     int64_t t;
-    if (!pb_mul_ok(n, (kb + NB_G - 1) / NB_G * NB_G, &t) || !pb_mul_ok(t, bb + 1, &t) || t > PB_SIZE_LIMIT)
+    if (!pb_mul_ok(n, nb_kbg(kb), &t) || !pb_mul_ok(t, bb + 1, &t) || t > PB_SIZE_LIMIT)
         return pb_fail(PB_ERR_INVALID_ARGUMENT, "%s: sizes overflow", who);
     *bytes = nb_packed_bytes(n, kb, bb);
     return PB_OK;
@@ -261,9 +260,9 @@ int pb_matmul_nbits(const void *args) {
     nb_ctx c = {a, isa->matmul_nbits_cols[pb_dtype_index(a->dtype)], NULL, NULL, NULL, kb, xrow, 0, 0, es, 0, 0,
                 a->zero_points == NULL ? 0 : a->zp_packed ? 1 : 2};
     if (a->accuracy_level == 4) { /* per row: block sums and scales (kb rounded up to a group), then the int8 values */
-        const int64_t ngr = (kb + NB_G - 1) / NB_G, xq_bytes = ngr * NB_G * bs;
+        const int64_t xq_bytes = nb_kbg(kb) * bs;
         c.uk8 = isa->matmul_nbits_i8_cols[pb_dtype_index(a->dtype)];
-        c.lanes8 = ngr * NB_G;
+        c.lanes8 = nb_kbg(kb);
         c.xq_off = 2 * c.lanes8;
         c.xrow = (c.xq_off + xq_bytes / 4 + 15) / 16 * 16; /* whole cache lines a row */
         if (!pb_mul_ok(a->m, c.xrow, &t) || t > PB_SIZE_LIMIT / 4)
