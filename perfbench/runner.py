@@ -151,7 +151,7 @@ def estimate_cell_s(op, cell, settings: dict, peaks: list, facts, history: dict)
     nbytes = op.bytes_moved(cell.case, dt)
     bw = verdicts.read_ceiling(peaks, cell.threads, nbytes, cold=cell.cache == "cold")
     op_s = nbytes / (0.4 * bw["value"] * 1e9) if bw else nbytes / 5e9
-    if op.bound_for(cell.case) == "compute":  # e.g. attention prefill: flops, not bytes, decide
+    if op.bound_for(cell.case) in ("compute", "roofline"):  # e.g. attention prefill: flops, not bytes, decide
         fma = verdicts.best(verdicts.pick_peak(peaks, "fma_f32", cell.threads))
         op_s = max(op_s, op.flops(cell.case) / (0.5 * fma["value"] * 1e9) if fma else op.flops(cell.case) / 2e10)
     if cell.numerics_only:
@@ -208,8 +208,9 @@ def derive(op, cell, outcome, peaks: list, facts, lookup=None) -> dict:
     # a cold cell's data comes from DRAM whatever its size (caches evicted before every call)
     level = "DRAM" if cell.cache == "cold" else verdicts.cache_level(nbytes, cell.threads, facts.l2_bytes,
                                                                        facts.l3_bytes, caches.cache_bytes(1))
-    bound = op.bound_for(cell.case)
     cold = cell.cache == "cold"
+    bound = verdicts.resolve_bound(op.bound_for(cell.case), peaks, cell.threads, flops, nbytes, cold,
+                                   write_share(op, cell.case, dt), op.compute_peak(cell.case, dt.name))
     if bound == "compute":
         # kernels compute in f32 whatever the storage type (f16/bf16 converted in registers), so
         # the f32 FMA peak is their ceiling; a bf16 kernel on bf16 pairs (MatMul) answers to the

@@ -222,6 +222,21 @@ def ceiling_for(peaks: list, bound: str, threads: int, nbytes: float, cold: bool
     return bandwidth_ceiling(peaks, threads, nbytes, cold, write_share)
 
 
+def resolve_bound(bound: str, peaks: list, threads: int, flops: float, nbytes: float, cold: bool = False,
+                  write_share: float = 0.0, compute_kind: str = "fma_f32") -> str:
+    """An op's "roofline" bound made this host's: "compute" where its flops at the compute ceiling
+    take longer than its bytes at the bandwidth ceiling of their working set, else "memory" (the
+    lower of the two attainable throughputs is the one a cell is judged by). "memory" and
+    "compute" come back as they are; "roofline" without both peaks is "memory"."""
+    if bound != "roofline":
+        return bound
+    comp = ceiling_for(peaks, "compute", threads, nbytes, cold, write_share, compute_kind)
+    mem = ceiling_for(peaks, "memory", threads, nbytes, cold, write_share)
+    if comp and mem and comp["value"] > 0 and mem["value"] > 0 and flops / comp["value"] > nbytes / mem["value"]:
+        return "compute"
+    return "memory"
+
+
 # a share of peak above 1 says the ceiling is wrong for that cell (a probe or the working-set
 # model), never that the cell did something impossible: a mark in tables and the dashboard,
 # never a status

@@ -115,7 +115,7 @@ def render(rep: Report) -> str:
                          + (f" ({t['verdict_note']})" if t["verdict_note"] else ""))
         elif t["verdict_note"]:
             lines.append(f"  {t['verdict_note']}")
-        if t["bound"] == "memory" and t["ours_gbps"]:
+        if t["bound"] in ("memory", "roofline") and t["ours_gbps"]:
             lines.append(f"  {t['bytes'] / 1e6:.3g} MB moved: ours {t['ours_gbps']:.1f} GB/s"
                          + (f", ORT {t['ort_gbps']:.1f} GB/s" if t["ort_gbps"] else ""))
     for n in rep.notes:

@@ -361,7 +361,8 @@ class Op:
         return {n: (inputs[al[n]] if n in al else np.empty(s, types[n])) for n, s in self.output_shapes(case).items()}
 
     def bound_for(self, case: Case) -> str:
-        """"memory" (GB/s) or "compute" (GFLOP/s) for this case."""
+        """"memory" (GB/s) or "compute" (GFLOP/s) for this case; "roofline": whichever of the two
+        takes this host longer, decided per run from its peaks (verdicts.resolve_bound)."""
         return self.bound
 
     def compute_peak(self, case: Case, dtype: str) -> str:

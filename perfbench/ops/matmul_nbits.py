@@ -248,7 +248,14 @@ class MatMulNBits(Op):
         return "fma_f32"
 
     def bound_for(self, case: Case) -> str:
-        return "memory" if case.p["m"] <= MEMORY_BOUND_MAX_M else "compute"
+        """M = 1 at accuracy 0: whichever of its f32 FMAs and its bytes takes the host longer (the
+        issue's roofline; 4-bit weights are compute-bound on AVX2: 2 x 4096^2 flop at Zen 3's
+        102.7 GFLOP/s take 327 us, its 10.8 MB at the L3's 79 GB/s 136 us). At accuracy 4 memory:
+        no integer dot peak is probed, so its compute bound is not known (its int8 products run
+        several times the FMA peak's rate). M > 1: compute."""
+        if case.p["m"] > MEMORY_BOUND_MAX_M:
+            return "compute"
+        return "memory" if case.p["accuracy_level"] == 4 else "roofline"
 
     node_types = (("com.microsoft", "MatMulNBits"),)
 

@@ -135,6 +135,31 @@ def test_accuracy_4_rounds_ties_to_even(lib):
     lib.select_isa("auto")
 
 
+@pytest.mark.parametrize("bits", [2, 4, 8])
+def test_accuracy_4_largest_products_stay_exact(lib, bits):
+    """Every weight the largest field (3, 15 or 255), zero points 0 and A's int8 values +-127: every
+    product and block sum is the largest it can be. AVX2's vpmaddubsw adds product pairs into
+    saturating int16 (an 8-bit pair, 2 x 255 x 127, saturates: vi_dot_u8 splits the byte in nibbles),
+    and a form that adds the pairs in int16 for a few words before widening must stop within int16
+    (tried on AVX2, docs/matmul_nbits.md: run for eight times its bound, it failed here). Blocks of
+    32 to 256, one row (two columns a tile) and five (a tile of four rows and one of one)."""
+    rng = np.random.default_rng(35)
+    for isa in isas_to_test(lib):
+        lib.select_isa(isa)
+        for bs, m in itertools.product([32, 128, 256], [1, 5]):
+            k, n = 2 * bs + 16, 3
+            _, b, s, z, _ = _case(rng, "f32", m, k, n, bits, bs, "packed", False)
+            b[...] = 0xFF
+            z[...] = 0
+            a = np.where(np.arange(m)[:, None] % 2 == 0, -1.0, 1.0) * np.ones((m, k))
+            a = a.astype(np.float32)
+            y = np.full((m, n), np.nan, np.float32)
+            matmul_nbits(lib, a, b, s, y, k=k, n=n, bits=bits, block_size=bs, zero_points=z, accuracy_level=4).run()
+            ref = nb.reference_int8_a(a, b, s, z, k=k, bits=bits, block_size=bs)
+            assert _err(y, ref) <= TOL["f32"], (isa, bits, bs, m, _err(y, ref))
+    lib.select_isa("auto")
+
+
 def test_accuracy_4_rows_quantized_over_two_threads(lib):
     """24 x 4096 values of A: past the quantization's grain, so two threads quantize rows; N = 1 is
     one column block, run by one thread, so the pool's multi-thread region is the quantization's.

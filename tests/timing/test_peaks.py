@@ -637,3 +637,31 @@ def test_a_bf16_pair_kernel_is_divided_by_the_faster_of_the_bf16_dot_and_fma_pea
     case = MatMul().make_case({"a": "64x64", "b": "64x64", "b_form": "initializer"}, "test")
     assert MatMul().compute_peak(case, "bf16") == "bf16_dot" and MatMul().compute_peak(case, "f32") == "fma_f32"
     assert Softmax().compute_peak(None, "bf16") == "fma_f32"
+
+
+def test_a_roofline_cell_is_judged_by_whichever_ceiling_takes_it_longer():
+    """MatMulNBits at M = 1, accuracy 0, says "roofline" (33.6 MFLOP, 10.8 MB at 1 x 4096 x 4096):
+    at 100 GFLOP/s and an 80 GB/s L3 its FMAs take 336 us and its bytes 135, so it is judged in
+    GFLOP/s against the FMA peak; on a host whose FMAs run at 1000 GFLOP/s, in GB/s against the L3.
+    Accuracy 4 stays memory (no integer peak probed), M = 16 compute; "memory" and "compute" pass
+    through, and without an FMA peak a roofline is judged by bandwidth."""
+    from perfbench import dtypes
+    from perfbench.ops.matmul_nbits import MatMulNBits
+
+    def rows(fma):
+        return [{"kind": "fma_f32", "threads": 1, "level": None, "working_set_bytes": None, "value": fma,
+                 "samples": [fma], "unit": "GFLOP/s", "method": "m"},
+                {"kind": "read", "threads": 1, "level": "L3", "working_set_bytes": 8 * MiB, "value": 80.0,
+                 "samples": [80.0], "unit": "GB/s", "method": "m"}]
+    op = MatMulNBits()
+
+    def case(m, acc):
+        return op.make_case(dict(m=m, k=4096, n=4096, bits=4, block_size=32, zp="packed", bias=0, accuracy_level=acc))
+    c = case(1, 0)
+    flops, nbytes = op.flops(c), op.bytes_moved(c, dtypes.get("f32"))
+    assert op.bound_for(c) == "roofline" and op.bound_for(case(1, 4)) == "memory" and op.bound_for(case(16, 0)) == "compute"
+    assert verdicts.resolve_bound("roofline", rows(100.0), 1, flops, nbytes) == "compute"
+    assert verdicts.resolve_bound("roofline", rows(1000.0), 1, flops, nbytes) == "memory"
+    assert verdicts.resolve_bound("roofline", rows(100.0)[1:], 1, flops, nbytes) == "memory"
+    for fixed in ("memory", "compute"):
+        assert verdicts.resolve_bound(fixed, rows(1000.0 if fixed == "compute" else 100.0), 1, flops, nbytes) == fixed
