@@ -532,6 +532,15 @@ def test_matmul_nbits_nodes_map_and_pass_against_ort(tmp_path, lib, a_shape, kw)
     assert rep.case.endswith(f"accuracy_level={4 if kw.get('accuracy') == 4 else 0}")
 
 
+def test_a_matmul_nbits_node_whose_bound_the_host_decides_reports_its_bandwidth(tmp_path, lib):
+    """M = 1 at accuracy 0 is a "roofline" cell (compute or memory by the host's peaks, which node
+    does not measure): its JSON says so and the report gives its GB/s, as for a byte-bound op."""
+    rep = node.run(_nbits_model(tmp_path / "nb.onnx", [1, 64], 24), timing=True, replicates=2, lib=lib)
+    assert rep.exit_code == 0, node.render(rep)
+    assert rep.timing["bound"] == "roofline" and rep.timing["ours_gbps"] > 0
+    assert "MB moved: ours" in node.render(rep)
+
+
 @pytest.mark.parametrize("kw, needle", [(dict(g_idx=True), "g_idx")])
 def test_matmul_nbits_nodes_we_do_not_run_are_exit_3_with_the_reason(tmp_path, kw, needle):
     r = pb(_nbits_model(tmp_path / "nb.onnx", [2, 64], 8, **kw), "--no-time")

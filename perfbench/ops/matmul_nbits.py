@@ -36,8 +36,8 @@ from perfbench.ops.base import (
 )
 
 ZP_FORMS = ("packed", "float", "none")
-# rows of A up to which a cell is judged against bandwidth: 4-bit weights carry 4 flop per byte
-# at M = 1, the Zen 4's FMA peak over its DRAM read (117 / 29 GFLOP/s per GB/s at 1 thread)
+# rows of A up to which a cell may be judged against bandwidth (bound_for: at accuracy 0 only
+# where its FMAs take the host less time than its bytes); above it compute
 MEMORY_BOUND_MAX_M = 1
 
 
@@ -251,8 +251,8 @@ class MatMulNBits(Op):
         """M = 1 at accuracy 0: whichever of its f32 FMAs and its bytes takes the host longer (the
         issue's roofline; 4-bit weights are compute-bound on AVX2: 2 x 4096^2 flop at Zen 3's
         102.7 GFLOP/s take 327 us, its 10.8 MB at the L3's 79 GB/s 136 us). At accuracy 4 memory:
-        no integer dot peak is probed, so its compute bound is not known (its int8 products run
-        several times the FMA peak's rate). M > 1: compute."""
+        no integer dot peak is probed, so its compute bound is not known and its share is of the
+        bandwidth ceiling only. M > 1: compute."""
         if case.p["m"] > MEMORY_BOUND_MAX_M:
             return "compute"
         return "memory" if case.p["accuracy_level"] == 4 else "roofline"

@@ -665,3 +665,15 @@ def test_a_roofline_cell_is_judged_by_whichever_ceiling_takes_it_longer():
     assert verdicts.resolve_bound("roofline", rows(100.0)[1:], 1, flops, nbytes) == "memory"
     for fixed in ("memory", "compute"):
         assert verdicts.resolve_bound(fixed, rows(1000.0 if fixed == "compute" else 100.0), 1, flops, nbytes) == fixed
+    # runner.derive stores the resolved bound with its unit, level and share (ours at 1.67 ms)
+    from types import SimpleNamespace
+    outcome = SimpleNamespace(ours_status="ok", ort_status="ok", ours_ns=[1.67e6] * 4, ort_ns=[3.74e6] * 4,
+                              ort_message="", process=[0, 0, 1, 1], ort_dtype=None)
+    cell = SimpleNamespace(case=c, threads=1, dtype="f32", cache="warm", numerics_only=False, device="cpu", spin="off")
+    facts = SimpleNamespace(l2_bytes=MiB, l3_bytes=32 * MiB)
+    d = runner.derive(op, cell, outcome, rows(100.0), facts)
+    assert (d["bound"], d["unit"], d["level"]) == ("compute", "GFLOP/s", None)
+    assert d["sides"]["ours"]["share"] == pytest.approx(flops / 1.67e6 / 100.0)
+    d = runner.derive(op, cell, outcome, rows(1000.0), facts)
+    assert (d["bound"], d["unit"], d["level"]) == ("memory", "GB/s", "L3")
+    assert d["sides"]["ours"]["share"] == pytest.approx(nbytes / 1.67e6 / 80.0)
