@@ -209,8 +209,8 @@ def derive(op, cell, outcome, peaks: list, facts, lookup=None) -> dict:
     level = "DRAM" if cell.cache == "cold" else verdicts.cache_level(nbytes, cell.threads, facts.l2_bytes,
                                                                        facts.l3_bytes, caches.cache_bytes(1))
     cold = cell.cache == "cold"
-    bound = verdicts.resolve_bound(op.bound_for(cell.case), peaks, cell.threads, flops, nbytes, cold,
-                                   write_share(op, cell.case, dt), op.compute_peak(cell.case, dt.name))
+    ws, compute_kind = write_share(op, cell.case, dt), op.compute_peak(cell.case, dt.name)
+    bound = verdicts.resolve_bound(op.bound_for(cell.case), peaks, cell.threads, flops, nbytes, cold, ws, compute_kind)
     if bound == "compute":
         # kernels compute in f32 whatever the storage type (f16/bf16 converted in registers), so
         # the f32 FMA peak is their ceiling; a bf16 kernel on bf16 pairs (MatMul) answers to the
@@ -219,8 +219,7 @@ def derive(op, cell, outcome, peaks: list, facts, lookup=None) -> dict:
     else:
         # the bandwidth at the working set this side's warm loop keeps resident, for its share of writes
         work, unit = nbytes, "GB/s"
-    pk = verdicts.ceiling_for(peaks, bound, cell.threads, nbytes, cold, write_share(op, cell.case, dt),
-                              op.compute_peak(cell.case, dt.name))
+    pk = verdicts.ceiling_for(peaks, bound, cell.threads, nbytes, cold, ws, compute_kind)
     sides = {}
     ort_dt = dtypes.get(outcome.ort_dtype) if outcome.ort_dtype else dt
     for impl, ns, status in (("ours", outcome.ours_ns, outcome.ours_status),
